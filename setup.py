@@ -1,0 +1,40 @@
+"""Packaging for both packages; every value comes from settings.ini (the nbdev convention)."""
+from configparser import ConfigParser
+from pathlib import Path
+
+import setuptools
+
+HERE = Path(__file__).resolve().parent
+config = ConfigParser(delimiters=["="])
+config.read(HERE / "settings.ini", encoding="utf-8")
+cfg = config["DEFAULT"]
+
+for key in ("version", "description", "lib_name", "author", "author_email", "license", "min_python"):
+    if not cfg.get(key):
+        raise SystemExit(f"settings.ini: missing required key {key!r}")
+
+requirements = cfg.get("requirements", "").split()
+dev_requirements = cfg.get("dev_requirements", "").split()
+console_scripts = cfg.get("console_scripts", "").split()
+readme = HERE / "README.md"
+
+setuptools.setup(
+    name=cfg["lib_name"],
+    version=cfg["version"],
+    description=cfg["description"],
+    long_description=readme.read_text(encoding="utf-8") if readme.exists() else "",
+    long_description_content_type="text/markdown",
+    author=cfg["author"],
+    author_email=cfg["author_email"],
+    license=cfg["license"],
+    keywords=cfg.get("keywords", ""),
+    url=cfg.get("git_url"),
+    python_requires=f">={cfg['min_python']}",
+    packages=setuptools.find_packages(include=["suvi_fill", "suvi_fill.*", "szrank", "szrank.*"]),
+    include_package_data=True,
+    package_data={"szrank": ["data/*"], "suvi_fill": ["data/*"]},
+    install_requires=requirements,
+    extras_require={"dev": dev_requirements, "sunpy": ["sunpy>=6.0"]},
+    entry_points={"console_scripts": console_scripts},
+    zip_safe=False,
+)

@@ -1,0 +1,115 @@
+"""The project's foundation: notebooks and packages in sync, clean notebooks,
+two packages from one nbdev project, console scripts, import hygiene."""
+import filecmp
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, copy_tracked, run, tool
+
+PACKAGES = ("suvi_fill", "szrank")
+
+
+def python_files(base: Path) -> dict:
+    return {p.relative_to(base).as_posix(): p for package in PACKAGES
+            for p in (base / package).rglob("*.py") if "__pycache__" not in p.parts}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    "A copy of the checkout in which nbdev_export and nbdev_clean have been re-run."
+    copy = copy_tracked(tmp_path_factory.mktemp("checkout"))
+    for command in ("nbdev_export", "nbdev_clean"):
+        result = run([tool(command)], cwd=copy)
+        assert result.returncode == 0, f"{command} failed:\n{result.stdout}\n{result.stderr}"
+    return copy
+
+
+def test_exported_modules_match_the_notebooks(exported):
+    committed, fresh = python_files(ROOT), python_files(exported)
+    assert sorted(fresh) == sorted(committed), (
+        "exported module set differs from the committed one; run nbdev_export and commit: "
+        f"only in export {sorted(set(fresh) - set(committed))}, "
+        f"only committed {sorted(set(committed) - set(fresh))}")
+    stale = [name for name in committed if not filecmp.cmp(committed[name], fresh[name], shallow=False)]
+    assert not stale, f"modules differ from what their notebooks export (edit the notebook, nbdev_export): {stale}"
+
+
+def test_notebooks_are_clean(exported):
+    notebooks = sorted(p.relative_to(ROOT) for p in (ROOT / "nbs").rglob("*.ipynb")
+                       if ".ipynb_checkpoints" not in p.parts)
+    assert notebooks, "no notebooks found"
+    dirty = [str(n) for n in notebooks if (ROOT / n).read_bytes() != (exported / n).read_bytes()]
+    assert not dirty, f"notebooks not nbdev_clean-clean (run nbdev_clean): {dirty}"
+
+
+def test_no_stray_files_at_the_root(exported):
+    for name in ("__init__.py", "_modidx.py"):
+        assert not (ROOT / name).exists() and not (exported / name).exists(), name
+
+
+def test_every_notebook_exports_into_its_own_package():
+    for package in PACKAGES:
+        for notebook in (ROOT / "nbs" / package).glob("*.ipynb"):
+            cells = json.loads(notebook.read_text())["cells"]
+            targets = ["".join(c["source"]).split("default_exp", 1)[1].split()[0]
+                       for c in cells if c["cell_type"] == "code" and "#| default_exp" in "".join(c["source"])]
+            assert len(targets) <= 1, notebook
+            for target in targets:
+                assert target.split(".")[0] == package, f"{notebook.name} exports to {target}"
+
+
+def test_readme_is_generated_from_index(tmp_path):
+    out = tmp_path / "README.md"
+    result = run([sys.executable, str(ROOT / ".ci" / "make_readme.py"), str(out)])
+    assert result.returncode == 0, result.stderr
+    assert out.read_text() == (ROOT / "README.md").read_text(), \
+        "README.md is stale: run python .ci/make_readme.py"
+    assert (ROOT / "README.md").read_text().count("bash .ci/quickstart ") == 2
+
+
+def test_imports_have_no_side_effects(tmp_path):
+    code = ("import sys, suvi_fill, szrank; "
+            "assert 'torch' not in sys.modules, 'importing a package imported torch'; "
+            "print(suvi_fill.__version__, szrank.__version__)")
+    result = run([sys.executable, "-c", code], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert list(tmp_path.iterdir()) == [], "import wrote files"
+    from configparser import ConfigParser
+    config = ConfigParser(delimiters=["="]); config.read(ROOT / "settings.ini")
+    version = config["DEFAULT"]["version"]
+    assert result.stdout.split() == [version, version]
+
+
+@pytest.mark.parametrize("script", ["suvi-fill", "szrank"])
+def test_console_scripts(script):
+    help_text = run([tool(script), "--help"])
+    assert help_text.returncode == 0 and "version" in help_text.stdout and "demo" in help_text.stdout
+    version = run([tool(script), "version"])
+    assert version.returncode == 0
+    assert "suvi_fill " in version.stdout and "szrank " in version.stdout
+    unknown = run([tool(script), "no-such-command"])
+    assert unknown.returncode == 2 and "invalid choice" in unknown.stderr
+    missing = run([tool(script)])
+    assert missing.returncode == 2
+
+
+def test_every_registered_command_resolves():
+    import suvi_fill.cli, szrank.cli
+    for table in (suvi_fill.cli.COMMANDS, szrank.cli.COMMANDS):
+        for command in table:
+            assert callable(command.load()), command
+
+
+def test_install_hooks_work_in_a_checkout(tmp_path):
+    copy = copy_tracked(tmp_path / "repo")
+    subprocess.run(["git", "init", "-q"], cwd=copy, check=True)
+    result = run([tool("nbdev_install_hooks")], cwd=copy, env={"HOME": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    assert "../.gitconfig" in (copy / ".git" / "config").read_text()
+    assert "nbdev-merge" in (copy / ".gitconfig").read_text()
+    assert "merge=nbdev-merge" in (copy / ".gitattributes").read_text()
+    assert "nbdev_clean_jupyter" in (tmp_path / ".jupyter" / "jupyter_server_config.py").read_text()
