@@ -15,6 +15,12 @@ DESCRIPTION = "The SUVI EUV gap filler: corpus, samples, training, bench and ren
 
 COMMANDS = (
     Command("version", "print the versions of both packages", "szrank.common:version_command"),
+    Command("synth", "write a synthetic SUVI-L2-style FITS archive", "suvi_fill.sun:synth_command"),
+    Command("build", "ingest SUVI L2 FITS files into shards and a manifest", "suvi_fill.ingest:build_command"),
+    Command("profile", "profile the archive's availability into availability.npz",
+            "suvi_fill.availability:profile_command"),
+    Command("inspect", "print days, satellites, presence, segments and targets of a corpus",
+            "suvi_fill.dataset:inspect_command"),
     Command("demo", "run the end-to-end demo on the embedded default data", "suvi_fill.demo:demo_command"),
 )
 

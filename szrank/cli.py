@@ -17,6 +17,11 @@ DESCRIPTION = "The Szilassi proposal ranker: corpus, training, search and publis
 
 COMMANDS = (
     Command("version", "print the versions of both packages", "szrank.common:version_command"),
+    Command("inspect", "validate an SZTXP001 snapshot and print its counts, segments and digest",
+            "szrank.snapshot:inspect_command"),
+    Command("train", "snapshot, train, gate and publish the ranker ensemble", "szrank.train:train_command"),
+    Command("search", "run reference searches into a .sztd archive", "szrank.search:search_command"),
+    Command("export", "write the SZTXP001 stream of an archive's runs to stdout", "szrank.archive:export_command"),
     Command("demo", "run the end-to-end demo on the embedded default data", "szrank.demo:demo_command"),
 )
 
