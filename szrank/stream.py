@@ -22,9 +22,9 @@ __all__ = ['EXPORT_MAGIC', 'EXPORT_VERSION', 'EXPORT_HEADER', 'FACE_COUNT', 'FAC
            'PROPOSAL_FEATURE_OFFSET', 'ANCHOR_FEATURE_OFFSET', 'GAIN_OFFSET', 'OUTCOME_OFFSET', 'ACTION_OFFSET',
            'PROPENSITY_OFFSET', 'REPLICA_COUNT_OFFSET', 'ROLLOUT_ITERATIONS_OFFSET', 'TRAJECTORY_FLAGS_OFFSET',
            'ANCHOR_METRIC_FLAGS_OFFSET', 'INJECTED_METRIC_FLAGS_OFFSET', 'RESULT_METRIC_FLAGS_OFFSET',
-           'EXPECTED_RECORD_SIZE', 'RECORD_DTYPE', 'RUN_KEY_DTYPE', 'StreamFormatError', 'validate_stream_header',
-           'stream_header', 'run_key', 'run_keys', 'record_run_id', 'empty_records', 'as_record_array', 'StreamWriter',
-           'write_stream']
+           'EXPECTED_RECORD_SIZE', 'RECORD_DTYPE', 'RUN_KEY_DTYPE', 'EXAMPLE_NO_ACTION_FRACTION', 'StreamFormatError',
+           'validate_stream_header', 'stream_header', 'run_key', 'run_keys', 'record_run_id', 'empty_records',
+           'as_record_array', 'StreamWriter', 'write_stream', 'example_records']
 
 # %% ../nbs/szrank/10_stream.ipynb 4
 EXPORT_MAGIC = b"SZTXP001"          # TransformerTrainingExport stream, v1
@@ -182,3 +182,31 @@ def write_stream(target: str | os.PathLike | BinaryIO, records) -> int:
         for part in parts:
             writer.write(part)
         return writer.records_written
+
+# %% ../nbs/szrank/10_stream.ipynb 16
+EXAMPLE_NO_ACTION_FRACTION = 0.1    # share of example records logged without an action (-1)
+
+
+def example_records(count: int, run_id: str | uuid.UUID, seed: int = 0, first_sequence: int = 0) -> np.ndarray:
+    "`count` valid random v1 records of run `run_id`, sequences from `first_sequence`; deterministic for `seed`."
+    rng = np.random.default_rng(seed)
+    records = empty_records(count)
+    records["run_id"] = np.frombuffer(uuid.UUID(str(run_id)).bytes, dtype=np.uint8)
+    records["sequence"] = np.arange(first_sequence, first_sequence + count, dtype=np.uint64)
+    records["topology"] = rng.integers(0, TOPOLOGY_COUNT, count)
+    records["proposal"] = rng.standard_normal((count, FEATURE_FLOATS), dtype=np.float32)
+    records["anchor"] = rng.standard_normal((count, FEATURE_FLOATS), dtype=np.float32)
+    crossings, intersections = rng.integers(-3, 4, (2, count))
+    records["gains"] = np.stack([crossings, intersections, crossings + intersections], axis=1)
+    improved = crossings + intersections > 0
+    records["outcome"][:, 0] = improved
+    records["outcome"][:, 1] = improved & (rng.random(count) < 0.5)
+    actions = np.stack([rng.integers(0, FACE_COUNT, count), rng.integers(0, MOVE_COUNT, count),
+                        rng.integers(0, SCALE_COUNT, count)], axis=1)
+    actions[rng.random(count) < EXAMPLE_NO_ACTION_FRACTION] = -1
+    records["action"] = actions
+    records["propensity"] = rng.uniform(0.05, 1.0, (count, 3))
+    records["replica_count"] = rng.integers(1, 9, count)
+    records["rollout_iterations"] = rng.integers(0, 1_000_001, count)
+    records["flags"] = rng.integers(0, 256, (count, 4))
+    return records
