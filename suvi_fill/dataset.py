@@ -19,7 +19,9 @@ from szrank.common import atomic_writer, CliError
 
 # %% auto 0
 __all__ = ['ASINH_SCALE', 'ASINH_RANGE', 'SATURATION', 'STORE_DTYPE', 'CLEAN', 'MISSING', 'EMPTY', 'NONFINITE', 'SENTINEL',
-           'SATURATED', 'UNREADABLE', 'DUPLICATE', 'QUALITY_NAMES', 'SHARD_SUFFIX', 'encode', 'decode', 'shard_name']
+           'SATURATED', 'UNREADABLE', 'DUPLICATE', 'QUALITY_NAMES', 'SHARD_SUFFIX', 'CORPUS_FOV_ARCSEC', 'MAGIC',
+           'PLANE_OFFSET', 'encode', 'decode', 'shard_name', 'plate_scale', 'solar_radius_pixels', 'ShardWriter',
+           'Shard', 'describe', 'inspect_command']
 
 # %% ../nbs/suvi_fill/20_dataset.ipynb 4
 #: Radiance (W m-2 sr-1) where the coding turns from linear to logarithmic:
@@ -64,3 +66,297 @@ SHARD_SUFFIX = ".shard"
 def shard_name(day, satellite: int) -> str:
     "File name of the shard of `day` ('YYYY-MM-DD', date or time) and `satellite` (16 or 18)."
     return f"{paths.as_day(day).isoformat()}_g{int(satellite)}{SHARD_SUFFIX}"
+
+# %% ../nbs/suvi_fill/20_dataset.ipynb 12
+#: Field of view of every corpus frame, arcsec: the L2 composites' 1280 px at 2.5 arcsec.
+CORPUS_FOV_ARCSEC = 3200.0
+
+
+def plate_scale(resolution: int) -> float:
+    "Arcsec per pixel of a corpus frame `resolution` pixels wide."
+    return CORPUS_FOV_ARCSEC / int(resolution)
+
+
+def solar_radius_pixels(when, resolution: int) -> float:
+    "Apparent solar radius in corpus pixels at time `when`."
+    return paths.solar_radius_arcsec(when) / plate_scale(resolution)
+
+# %% ../nbs/suvi_fill/20_dataset.ipynb 15
+MAGIC = b"SUVISHD1"
+#: Offset of the first plane: one page, so planes are page-aligned.
+PLANE_OFFSET = 4096
+_ARRAYS = (("slots", "<i8", 1), ("plane", "<i4", 6), ("quality", "u1", 6),
+           ("b0", "<f4", 1), ("radius", "<f4", 1), ("time", "<f8", 1))
+
+
+class ShardWriter:
+    """Stream one (day, satellite) shard to disk; the file appears only on `commit()`.
+
+    Every slot of the day starts MISSING; `add` stores a clean band plane, `mark`
+    records why a (slot, band) is absent.  A clean plane always wins over a
+    reason; a second clean plane for the same (slot, band) is counted DUPLICATE
+    and dropped.  Per-slot B0 and radius default to the ephemeris.
+    """
+
+    def __init__(self, path, day, satellite: int, resolution: int):
+        self.path = Path(path)
+        self.day = paths.as_day(day).isoformat()
+        self.satellite = int(satellite)
+        self.resolution = int(resolution)
+        self.slots = np.asarray(paths.slots_of_day(self.day), dtype=np.int64)
+        n = len(self.slots)
+        self.plane = np.full((n, 6), -1, dtype=np.int32)
+        self.quality = np.full((n, 6), MISSING, dtype=np.uint8)
+        starts = self.slots * paths.SLOT_SECONDS
+        self.time = starts.astype(np.float64) + paths.SLOT_SECONDS / 2
+        self.b0 = np.array([paths.solar_b0(float(t)) for t in self.time[::30]], dtype=np.float32).repeat(30)[:n]
+        self.radius = np.array([solar_radius_pixels(float(t), self.resolution) for t in self.time[::30]],
+                               dtype=np.float32).repeat(30)[:n]
+        self.duplicates = 0
+        self._count = 0
+        self._hash = hashlib.blake2b(digest_size=16)
+        self._context = atomic_writer(self.path)
+        self._file = self._context.__enter__()
+        self._file.write(b"\0" * PLANE_OFFSET)
+
+    def _row(self, slot) -> int:
+        i = int(slot) - int(self.slots[0])
+        if not 0 <= i < len(self.slots):
+            raise ValueError(f"{self.path.name}: slot {slot} is not on {self.day}")
+        return i
+
+    def add(self, slot, band: int, coded, time=None, b0=None, radius=None) -> bool:
+        "Store the clean asinh-coded plane of (`slot`, band index `band`); False if a duplicate."
+        i = self._row(slot)
+        if self.plane[i, band] >= 0:
+            self.duplicates += 1
+            return False
+        data = np.ascontiguousarray(coded, dtype=STORE_DTYPE)
+        if data.shape != (self.resolution, self.resolution):
+            raise ValueError(f"{self.path.name}: plane {data.shape} is not "
+                             f"{self.resolution}x{self.resolution}")
+        payload = data.tobytes()
+        self._file.write(payload)
+        self._hash.update(payload)
+        self.plane[i, band] = self._count
+        self._count += 1
+        self.quality[i, band] = CLEAN
+        if time is not None: self.time[i] = float(time)
+        if b0 is not None: self.b0[i] = float(b0)
+        if radius is not None: self.radius[i] = float(radius)
+        return True
+
+    def mark(self, slot, band: int, code: int) -> None:
+        "Record why (`slot`, `band`) is absent; never overrides a clean plane."
+        i = self._row(slot)
+        if self.plane[i, band] < 0 and self.quality[i, band] in (MISSING, DUPLICATE):
+            self.quality[i, band] = int(code)
+
+    def commit(self) -> str:
+        "Write the metadata and rename the file into place; returns the shard's digest."
+        blocks, layout, offset = [], {}, 0
+        for name, dtype, width in _ARRAYS:
+            array = np.ascontiguousarray(getattr(self, name), dtype=dtype)
+            layout[name] = [dtype, list(array.shape), offset]
+            blocks.append(array.tobytes())
+            self._hash.update(blocks[-1])
+            offset += len(blocks[-1])
+        meta = {"format": 1, "day": self.day, "satellite": self.satellite, "resolution": self.resolution,
+                "wavelengths": list(paths.WAVELENGTHS), "dtype": STORE_DTYPE.str, "n_planes": self._count,
+                "plane_offset": PLANE_OFFSET, "arrays": layout, "digest": self._hash.hexdigest()}
+        text = json.dumps(meta, sort_keys=True).encode("utf-8")
+        text += b" " * (-len(text) % 8)
+        where = PLANE_OFFSET + self._count * self.resolution ** 2 * STORE_DTYPE.itemsize
+        body = struct.pack("<Q", len(text)) + text + b"".join(blocks)
+        self._file.write(body)
+        self._file.seek(0)
+        self._file.write(MAGIC + struct.pack("<QQ", where, len(body)))
+        self._file.seek(0, os.SEEK_END)
+        self._context.__exit__(None, None, None)
+        self._file = None
+        return meta["digest"]
+
+    def abort(self) -> None:
+        "Discard the partial file (nothing appears at `path`)."
+        if self._file is not None:
+            self._context.__exit__(RuntimeError, RuntimeError("aborted"), None)
+            self._file = None
+
+    def __enter__(self): return self
+
+    def __exit__(self, kind, value, tb):
+        if kind is None: self.commit()
+        else: self.abort()
+        return False
+
+
+class Shard:
+    """One (day, satellite) of the corpus, read through a memory map.
+
+    Attributes (all in memory, copied at open): `day` ('YYYY-MM-DD'), `satellite`,
+    `resolution`, `slots` (int64 S global slots: every slot of the day), `present`
+    (bool S x 6: a clean frame of that band is stored), `quality` (uint8 S x 6,
+    `QUALITY_NAMES`), `b0` (float32 S, degrees), `radius` (float32 S, solar
+    radius in pixels), `time` (float64 S, observation time, unix seconds),
+    `digest` (content hash).  `frame(i)` and `band(i, b)` read slot *index* `i`
+    (`index_of(slot)` converts) as float32 asinh-coded, zeros where not present.
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+        try:
+            self._fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{self.path}: no such shard (build the corpus with suvi-fill build)") from None
+        try:
+            self._read_meta()
+        except Exception:
+            os.close(self._fd)
+            raise
+        self._pid = None
+        self._map = None
+        self._planes = None
+
+    def _read_meta(self):
+        size = os.fstat(self._fd).st_size
+        head = os.pread(self._fd, 24, 0)
+        if len(head) < 24 or head[:8] != MAGIC:
+            raise ValueError(f"{self.path}: not a corpus shard (bad magic); rebuild it with suvi-fill build")
+        where, length = struct.unpack("<QQ", head[8:])
+        if where + length > size:
+            raise ValueError(f"{self.path}: truncated shard ({size} bytes, metadata ends at {where + length})")
+        body = os.pread(self._fd, length, where)
+        (text_length,) = struct.unpack("<Q", body[:8])
+        meta = json.loads(body[8:8 + text_length].decode("utf-8"))
+        base = 8 + text_length
+        for name, (dtype, shape, offset) in meta["arrays"].items():
+            count = int(np.prod(shape))
+            value = np.frombuffer(body, dtype=dtype, count=count, offset=base + offset).reshape(shape).copy()
+            setattr(self, name if name != "plane" else "_plane", value)
+        self.meta = meta
+        self.day = meta["day"]
+        self.satellite = int(meta["satellite"])
+        self.resolution = int(meta["resolution"])
+        self.digest = meta["digest"]
+        self.n_planes = int(meta["n_planes"])
+        self.present = self._plane >= 0
+        self._plane_offset = int(meta["plane_offset"])
+
+    def _plane_array(self):
+        "The planes as a (n_planes, H, W) float16 view, mapped once per process."
+        if self._fd is None:
+            raise ValueError(f"{self.path}: shard is closed")
+        if self._pid != os.getpid():
+            self._planes, self._map = None, None      # a forked copy: map the inherited descriptor afresh
+            if self.n_planes:
+                self._map = mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ)
+                self._planes = np.frombuffer(self._map, dtype=STORE_DTYPE,
+                                             count=self.n_planes * self.resolution ** 2,
+                                             offset=self._plane_offset).reshape(
+                    self.n_planes, self.resolution, self.resolution)
+            self._pid = os.getpid()
+        return self._planes
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    def index_of(self, slot) -> int:
+        "Index of global `slot` in this shard, or -1 when the slot is not on this day."
+        i = int(slot) - int(self.slots[0]) if len(self.slots) else -1
+        return i if 0 <= i < len(self.slots) and int(self.slots[i]) == int(slot) else -1
+
+    def band(self, i: int, b: int) -> np.ndarray:
+        "Band index `b` of slot index `i`: float32 (H, W) asinh-coded; zeros if not present."
+        row = int(self._plane[i, b])
+        if row < 0:
+            return np.zeros((self.resolution, self.resolution), dtype=np.float32)
+        return self._plane_array()[row].astype(np.float32)
+
+    def frame(self, i: int) -> np.ndarray:
+        "All six bands of slot index `i`: float32 (6, H, W) asinh-coded; zeros where not present."
+        out = np.zeros((6, self.resolution, self.resolution), dtype=np.float32)
+        rows = self._plane[i]
+        if (rows >= 0).any():
+            planes = self._plane_array()
+            for b in np.flatnonzero(rows >= 0):
+                out[b] = planes[rows[b]]
+        return out
+
+    def close(self) -> None:
+        "Release the map and the descriptor (idempotent)."
+        self._planes = None
+        if self._map is not None and self._pid == os.getpid():
+            try: self._map.close()
+            except BufferError: pass          # a caller still holds a view; it dies with it
+        self._map = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __reduce__(self):
+        return (Shard, (str(self.path),))     # spawned workers reopen by path
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.close()
+
+    def __del__(self):
+        try: self.close()
+        except Exception: pass
+
+    def __repr__(self):
+        return (f"Shard({self.day} g{self.satellite}, {self.resolution}px, "
+                f"{int(self.present.all(axis=1).sum())}/{len(self)} complete slots)")
+
+# %% ../nbs/suvi_fill/20_dataset.ipynb 19
+def describe(directory) -> list:
+    "The lines `suvi-fill inspect` prints for the corpus in `directory`."
+    from suvi_fill import segments
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CliError(f"--shards {directory}: not a directory (build the corpus with suvi-fill build)")
+    manifest = segments.load_manifest(directory / segments.MANIFEST)
+    shards = segments.corpus_shards(directory)
+    lines = [f"corpus {directory}: manifest {manifest['digest'][:12]}, {manifest['resolution']} px, "
+             f"cadence {manifest['cadence_seconds']} s, span_min {manifest['span_min']}"]
+    days = manifest["days"]
+    lines.append(f"days: {len(days)} ({days[0]} .. {days[-1]})" if days else "days: 0")
+    lines.append(f"satellites: {', '.join(f'g{s}' for s in manifest['satellites'])}")
+    header = "  ".join(f"{w:>6}" for w in paths.WAVELENGTHS)
+    lines.append(f"clean frames per band     {header}   complete slots")
+    try:
+        for satellite in manifest["satellites"]:
+            mine = [s for (d, sat), s in shards.items() if sat == satellite]
+            present = np.concatenate([s.present for s in mine]) if mine else np.zeros((0, 6), bool)
+            quality = np.concatenate([s.quality for s in mine]) if mine else np.zeros((0, 6), np.uint8)
+            shares = "  ".join(f"{p:>6.1%}" for p in (present.mean(axis=0) if len(present) else np.zeros(6)))
+            lines.append(f"  g{satellite} ({len(mine)} shards)        {shares}   "
+                         f"{int(present.all(axis=1).sum())}/{len(present)}")
+            reasons = {QUALITY_NAMES[c]: int(n) for c, n in zip(*np.unique(quality, return_counts=True)) if c != CLEAN}
+            lines.append(f"    not present: " + (", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) or "none"))
+    finally:
+        for shard in shards.values():
+            shard.close()
+    span = int(manifest["span_min"])
+    for name in segments.SPLITS:
+        chosen = manifest["segments"].get(name, [])
+        slots = sum(int(s[-1]) - int(s[-2]) for s in chosen)
+        lines.append(f"{name:>5}: {len(chosen)} segments, {slots} slots, {segments.targets_in(chosen, span)} targets "
+                     f"at +-{span}, days {len(segments.days_touched(chosen))}")
+    cal = manifest["calibration"]
+    for satellite in manifest["satellites"]:
+        if satellite == cal["reference"]:
+            continue
+        gains = " ".join(f"{w}:{cal['bands'][str(w)][str(satellite)]['gain']:.4f}" for w in paths.WAVELENGTHS)
+        lines.append(f"calibration g{satellite} -> g{cal['reference']} gains {gains}")
+    return lines
+
+
+def inspect_command(parser):
+    "`suvi-fill inspect --shards DIR`."
+    parser.add_argument("--shards", required=True, type=Path, help="corpus directory (suvi-fill build --out)")
+
+    def run(args) -> int:
+        for line in describe(args.shards):
+            print(line)
+        return 0
+    return run
