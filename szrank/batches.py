@@ -119,11 +119,11 @@ def _batches(path: Path, record_count: int, descriptors: list[tuple[int, int]], 
                 buffer[:fill - complete] = buffer[complete:fill]
             fill -= complete
         if fill:
-            if rng is not None:
-                order = rng.permutation(fill)
-                yield buffer.take(order).view(RECORD_DTYPE)
-            else:
-                yield buffer[:fill].copy().view(RECORD_DTYPE)
+            # The seed yielded this whole remainder (up to a full shuffle buffer)
+            # as one batch; cut it like the rest, only the last batch is short.
+            order = rng.permutation(fill) if rng is not None else np.arange(fill)
+            for start in range(0, fill, batch_size):
+                yield buffer.take(order[start:start + batch_size]).view(RECORD_DTYPE)
 
 # %% ../nbs/szrank/12_batches.ipynb 8
 SAMPLE_WEIGHT_MIN = 0.60            # weight floor: a short single-chain observation still counts

@@ -317,10 +317,11 @@ def describe_exit(return_code: int) -> str:
     return f"exited with status {return_code}"
 
 
-def stop_process(process: subprocess.Popen, grace: float = EXPORTER_STOP_SECONDS) -> None:
-    "Terminate `process`, kill it if it is still there after `grace` seconds, and reap it."
+def stop_process(process: subprocess.Popen, grace: float | None = None) -> None:
+    "Terminate `process`, kill it if it is still there after `grace` (default `EXPORTER_STOP_SECONDS`), reap it."
     if process.poll() is not None:
         return
+    grace = EXPORTER_STOP_SECONDS if grace is None else grace
     with contextlib.suppress(ProcessLookupError):
         process.terminate()
     try:
@@ -350,7 +351,10 @@ def create_training_snapshot(archive_root: str | os.PathLike, exporter: str | os
     name = str(final_path)
     print(f"Exporting an immutable training snapshot: {shlex.join(command)}", file=sys.stderr, flush=True)
     try:
-        process = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=None)
+        # Unbuffered pipe: each read returns what has arrived, so a bad record is
+        # seen (and the exporter stopped) as soon as it is written.
+        process = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=None, bufsize=0)
     except OSError as exc:
         raise ExporterError(f"{name}: cannot start exporter {command[0]!r}: {exc.strerror or exc}; "
                             f"{NOTHING_WRITTEN}") from None
