@@ -226,10 +226,11 @@ def decode_batch(records) -> TrainingBatch:
                     f"{actions[k, i]} must be positive and finite")
         raise _record_fault(records, bad_propensity.any(axis=0), what)
     proposal, anchor, gains = records["proposal"], records["anchor"], records["gains"]
-    proposal_face = np.ascontiguousarray(proposal[:, :FACE_FLOATS]).reshape(count, FACE_COUNT, FACE_FEATURES)
-    proposal_global = np.ascontiguousarray(proposal[:, FACE_FLOATS:])
-    anchor_face = np.ascontiguousarray(anchor[:, :FACE_FLOATS]).reshape(count, FACE_COUNT, FACE_FEATURES)
-    anchor_global = np.ascontiguousarray(anchor[:, FACE_FLOATS:])
+    # Always copies (C order): the tensors own their memory, never alias the input.
+    proposal_face = proposal[:, :FACE_FLOATS].copy().reshape(count, FACE_COUNT, FACE_FEATURES)
+    proposal_global = proposal[:, FACE_FLOATS:].copy()
+    anchor_face = anchor[:, :FACE_FLOATS].copy().reshape(count, FACE_COUNT, FACE_FEATURES)
+    anchor_global = anchor[:, FACE_FLOATS:].copy()
     if _maybe_non_finite(proposal_face, proposal_global, anchor_face, anchor_global, gains):
         for field, values in (("proposal", proposal), ("anchor", anchor), ("gains", gains)):
             bad = ~np.isfinite(values)
