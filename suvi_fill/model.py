@@ -220,8 +220,10 @@ class FillNet(nn.Module):
     """`forward(aligned, condition, present)` -> (B, BANDS, H, W) asinh-coded bands.
 
     `aligned` (B, T, BANDS, H, W) from `align.align_stack`; `condition` (B, T,
-    len(COND_LAYOUT)); `present` (B, T, BANDS) in {0, 1}.  Untrained: exactly
-    `prior_blend(aligned, condition, present)`.
+    len(COND_LAYOUT)); `present` (B, T, BANDS) in {0, 1}; optional `coverage`
+    (B, T, H, W), `align_stack(..., return_coverage=True)`'s mask (0 where an on-disk
+    pixel's source lay behind the limb), an input feature (default all ones).
+    Untrained: exactly `prior_blend(aligned, condition, present)`.
     """
     def __init__(self, base: int = 32, depth: int = 3, relative: bool = False,
                  corr_flow: bool = False, attention: bool = False):
@@ -232,7 +234,7 @@ class FillNet(nn.Module):
                            attention=attention)
         self.relative, self.corr_flow, self.attention = relative, corr_flow, attention
         widths = [base * 2**level for level in range(depth)]
-        inputs = 2 * BANDS + len(COND_LAYOUT) + (2 * BANDS if relative else 0)
+        inputs = 2 * BANDS + len(COND_LAYOUT) + 1 + (2 * BANDS if relative else 0)
         self.stem = ConvBlock(inputs, widths[0])
         self.down = nn.ModuleList(nn.Conv2d(widths[l - 1], widths[l], 3, stride=2, padding=1)
                                   for l in range(1, depth))
@@ -250,7 +252,8 @@ class FillNet(nn.Module):
             self.flow_head = nn.Sequential(nn.Conv2d(cells + widths[-1], widths[-1], 3, padding=1), nn.SiLU(),
                                            _zero(nn.Conv2d(widths[-1], 2, 3, padding=1)))
 
-    def forward(self, aligned: torch.Tensor, condition: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
+    def forward(self, aligned: torch.Tensor, condition: torch.Tensor, present: torch.Tensor,
+                coverage: torch.Tensor | None = None) -> torch.Tensor:
         b, t, bands, h, w = aligned.shape
         if bands != BANDS or condition.shape[:2] != (b, t) or condition.shape[-1] != len(COND_LAYOUT) \
                 or present.shape != (b, t, BANDS):
@@ -263,8 +266,11 @@ class FillNet(nn.Module):
         m = mask[..., None, None]
         zero = torch.zeros((), device=aligned.device)
         candidates = torch.where(m, aligned.float(), zero)
+        if coverage is None:
+            coverage = torch.ones((), device=aligned.device).expand(b, t, h, w)
         inputs = [candidates, m.float().expand(-1, -1, -1, h, w),
-                  condition.float()[..., None, None].expand(-1, -1, -1, h, w)]
+                  condition.float()[..., None, None].expand(-1, -1, -1, h, w),
+                  coverage.float()[:, :, None]]
         if self.relative:
             median = masked_median(aligned, mask)[:, None]
             inputs[0] = torch.where(m, aligned.float() - median, zero)
@@ -298,8 +304,8 @@ class FillNet(nn.Module):
         delta = self.weight_head(torch.cat([levels[0], broadcast.to(levels[0].dtype)], 1))
         logits = prior_logits(condition)[..., None, None, None] + delta.float().reshape(b, t, BANDS, h, w)
         blended = masked_blend(candidates, logits, mask)
-        coverage = mask.any(1).float()[..., None, None].expand(-1, -1, h, w)
-        residual = self.residual_head(torch.cat([d, blended.to(d.dtype), coverage.to(d.dtype)], 1))
+        held = mask.any(1).float()[..., None, None].expand(-1, -1, h, w)    # bands some frame holds
+        residual = self.residual_head(torch.cat([d, blended.to(d.dtype), held.to(d.dtype)], 1))
         return blended + residual.float()
 
 

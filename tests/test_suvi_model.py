@@ -180,12 +180,12 @@ def test_variants_train(flags):
         assert weight.grad is not None and weight.grad.abs().sum() > 0, "a zero-initialised head gets no gradient"
     optimiser = torch.optim.Adam(net.parameters(), lr=3e-3)
     first = float(loss.detach())
-    for _ in range(25):
+    for _ in range(15):
         optimiser.zero_grad()
         loss = (net(*inputs) - truth).abs().mean()
         loss.backward()
         optimiser.step()
-    assert float(loss) < 0.8 * first
+    assert float(loss.detach()) < 0.8 * first
 
 
 def test_relative_median_and_cost_volume_and_warp():
@@ -213,15 +213,16 @@ def test_relative_median_and_cost_volume_and_warp():
 
 
 def test_attention_mixes_frames_but_ignores_masked_ones():
+    torch.manual_seed(12)
     layer = model.FrameAttention(8)
     features = torch.rand(1, 3, 8, 2, 2)
     valid = torch.tensor([[True, True, False]])
     out = layer(features, valid)
     changed = features.clone()
-    changed[0, 1] += 1.0
+    changed[0, 1] += torch.rand(8, 2, 2)         # not a constant: LayerNorm would remove that
     assert not torch.allclose(layer(changed, valid)[0, 0], out[0, 0])     # frame 1 reaches frame 0
     masked = features.clone()
-    masked[0, 2] += 1.0
+    masked[0, 2] += torch.rand(8, 2, 2)
     torch.testing.assert_close(layer(masked, valid)[0, :2], out[0, :2])  # frame 2 does not
 
 
@@ -307,3 +308,17 @@ def test_load_learned_refuses_another_layout(tmp_path):
     other = seed_checkpoint(tmp_path / "wide.pt", model.build(base=16, depth=2), base=8)
     with pytest.raises(ValueError, match="do not fit the recorded architecture"):
         model.load_learned(other)
+
+
+def test_coverage_is_an_input_not_a_weight():
+    "align_stack's coverage mask feeds the learned parts; the untrained blend ignores it."
+    rng = np.random.default_rng(10)
+    inputs = batched([make_item(rng, 4)])
+    coverage = torch.ones(1, 4, 20, 18)
+    coverage[:, 1:, :, :9] = 0
+    fresh = model.build(base=8, depth=2)
+    with torch.no_grad():
+        torch.testing.assert_close(fresh(*inputs, coverage=coverage), model.prior_blend(*inputs), atol=1e-6, rtol=0)
+        net = randomise(model.build(base=8, depth=2), seed=11).eval()
+        torch.testing.assert_close(net(*inputs, coverage=torch.ones(1, 4, 20, 18)), net(*inputs))
+        assert not torch.allclose(net(*inputs, coverage=coverage), net(*inputs))
