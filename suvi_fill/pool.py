@@ -169,6 +169,11 @@ def publish_slice(directory, shards_dir, days, satellites, chosen, split="train"
                     linked += 1
         if not linked:
             raise CliError(f"{shards_dir}: no shards for days {days[0]}..{days[-1]}")
+        # The corpus manifest rides along: the sampler reads its cross-calibration
+        # from the manifest beside the shards.
+        manifest = Path(shards_dir) / segments_module.MANIFEST
+        if manifest.exists():
+            _link_or_copy(manifest, temporary / segments_module.MANIFEST)
         meta = {"sequence": sequence, "days": list(days), "satellites": [int(s) for s in satellites],
                 "split": split, "segments": [list(s) for s in clip_segments(chosen, days)],
                 "manifest": digest, "created": time.time()}

@@ -1,0 +1,118 @@
+"""The rotating pool (`suvi_fill.pool`, `suvi-fill pool-produce`) with the trainer:
+atomic publication, oldest-first retirement, fixed validation slices, a slice retired
+mid-visit, producer and trainer running together, and the trainer's give-up message."""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run, tool
+from test_suvi_train import ENV, TINY, corpus, history  # noqa: F401  (the session corpus)
+
+
+def produce(corpus, out, *extra):
+    return run([tool("suvi-fill"), "pool-produce", "--shards", str(corpus), "--out", str(out), *extra], env=ENV)
+
+
+def test_produce_publishes_and_retires_oldest_first(corpus, tmp_path):
+    from suvi_fill import pool
+    out = tmp_path / "pool"
+    result = produce(corpus, out, "--slices", "4", "--capacity", "2", "--days", "1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("published ") == 4 and result.stdout.count("retired ") == 2
+    ready = pool.ready_slices(out)
+    assert [Path(p).name for p, _ in ready] == ["slice-000003", "slice-000004"]
+    assert sorted(os.listdir(out)) == ["slice-000003", "slice-000004"], "temporaries or retirees left"
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    for path, meta in ready:
+        assert meta["split"] == "train" and meta["manifest"] == manifest["digest"]
+        shards, segments = pool.open_slice(path)
+        assert shards and all(key[0] in meta["days"] for key in shards)
+        train = {tuple(s) for s in manifest["segments"]["train"]}
+        assert all(any(t[0] == s[0] and t[1] <= s[1] and s[2] <= t[2] for t in train) for s in segments)
+        for shard in shards.values():
+            shard.close()
+
+
+def test_fixed_slices_are_written_once_and_validate(corpus, tmp_path):
+    from suvi_fill import pool
+    fixed = tmp_path / "val"
+    first = produce(corpus, fixed, "--fixed")
+    assert first.returncode == 0, first.stderr
+    names = sorted(os.listdir(fixed))
+    assert names and all(meta["split"] == "val" for _, meta in pool.ready_slices(fixed))
+    again = produce(corpus, fixed, "--fixed")
+    assert again.returncode == 0 and "already written" in again.stdout and sorted(os.listdir(fixed)) == names
+    out = tmp_path / "run"
+    result = run([sys.executable, "-m", "suvi_fill.train", "--shards", str(corpus), "--manifest",
+                  str(corpus / "manifest.json"), "--out", str(out), *TINY, "--val-slices", str(fixed),
+                  "--max-steps", "2", "--eval-every", "2"], env=ENV, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"from {fixed}" in result.stdout and history(out)[-1]["step"] == 2
+
+
+def test_producer_refuses_a_manifest_without_segments(corpus, tmp_path):
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    del manifest["segments"]
+    old = tmp_path / "manifest.json"
+    old.write_text(json.dumps(manifest))
+    result = produce(corpus, tmp_path / "pool", "--manifest", str(old), "--slices", "1")
+    assert result.returncode == 2 and "has no 'segments'" in result.stderr
+    assert not (tmp_path / "pool").exists()
+
+
+def test_a_slice_retired_mid_visit_stays_readable(corpus, tmp_path):
+    import numpy as np
+    from suvi_fill import pool
+    out = tmp_path / "pool"
+    assert produce(corpus, out, "--slices", "1", "--days", "1").returncode == 0
+    (path, _), = pool.ready_slices(out)
+    shards, segments = pool.open_slice(path)
+    before = {key: shard.frame(0).copy() for key, shard in shards.items()}
+    assert pool.retire(out, 0) == [path] and not Path(path).exists()
+    with pytest.raises(FileNotFoundError):
+        pool.open_slice(path)
+    for key, shard in shards.items():
+        assert np.array_equal(shard.frame(0), before[key])
+        shard.close()
+
+
+def test_trainer_gives_up_without_a_slice(corpus, tmp_path):
+    empty = tmp_path / "pool"
+    empty.mkdir()
+    command = [sys.executable, "-m", "suvi_fill.train", "--shards", str(corpus), "--manifest",
+               str(corpus / "manifest.json"), "--out", str(tmp_path / "run"), *TINY,
+               "--pool", str(empty), "--steps-per-epoch", "4", "--max-steps", "4"]
+    result = run(command, env={**ENV, "SUVI_FILL_POOL_WAIT": "1"}, cwd=ROOT)
+    assert result.returncode != 0
+    assert f"no slice in {empty} after 1 s: is the producer running?" in result.stderr
+    refused = run(command[:-4] + ["--max-steps", "4"], env=ENV, cwd=ROOT)
+    assert refused.returncode == 1 and "--pool needs --steps-per-epoch" in refused.stderr
+
+
+def test_producer_and_trainer_together(corpus, tmp_path):
+    from suvi_fill import pool
+    out = tmp_path / "pool"
+    # A capacity of one and no pause: slices are retired while the trainer reads them.
+    producer = subprocess.Popen([tool("suvi-fill"), "pool-produce", "--shards", str(corpus), "--out", str(out),
+                                 "--capacity", "1", "--days", "1", "--interval", "0.3"],
+                                env={**os.environ, **ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+    try:
+        run_dir = tmp_path / "run"
+        result = run([sys.executable, "-m", "suvi_fill.train", "--shards", str(corpus), "--manifest",
+                      str(corpus / "manifest.json"), "--out", str(run_dir), *TINY[:-4], "--workers", "1",
+                      "--val-samples", "2", "--pool", str(out), "--steps-per-epoch", "6", "--epochs", "2",
+                      "--eval-every", "6"], env={**ENV, "SUVI_FILL_POOL_WAIT": "60"}, cwd=ROOT, timeout=300)
+    finally:
+        producer.terminate()
+        stdout, stderr = producer.communicate(timeout=30)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"train pool {out}" in result.stdout
+    assert [r["step"] for r in history(run_dir)] == [0, 6, 12]
+    assert stdout.count("retired ") >= 2, stdout + stderr
+    assert len(pool.ready_slices(out)) == 1

@@ -1,0 +1,391 @@
+"""The trainer (`suvi_fill.train`) end to end on a tiny CPU model and a tiny synthetic
+corpus: refusals, the untrained baseline, eval cadence and checkpoints, ABORT, plateau
+decay to FROZEN, warmup, the loop cap, --max-steps, the LR range test, the overfit
+gate, resume (including after SIGKILL), --evaluate, the iterative fallback, loader
+settings, and two-process DistributedDataParallel under torchrun."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run, tool
+
+#: Corpus size: enough days for train and val segments, small enough for two slow cores.
+DAYS = int(os.environ.get("SUVI_TEST_DAYS", "3"))
+RESOLUTION = 32
+#: The tiny model every run trains.
+TINY = ["--base", "4", "--depth", "1", "--batch", "2", "--workers", "0", "--val-samples", "4",
+        "--device", "cpu"]
+ENV = {"OMP_NUM_THREADS": "1", "SUVI_FILL_POOL_WAIT": "2"}
+
+
+#: The corpus, built once per test session (the pool tests import this fixture too).
+_BUILT = {}
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory):
+    "A synthetic archive, built into shards with a manifest and an availability model."
+    if "shards" in _BUILT:
+        return _BUILT["shards"]
+    if os.environ.get("SUVI_TEST_CORPUS"):          # a corpus built beforehand (same three commands)
+        _BUILT["shards"] = Path(os.environ["SUVI_TEST_CORPUS"])
+        return _BUILT["shards"]
+    base = tmp_path_factory.mktemp("suvi_corpus")
+    raw, shards = base / "raw", base / "shards"
+    steps = [
+        [tool("suvi-fill"), "synth", "--out", str(raw), "--days", str(DAYS),
+         "--resolution", str(RESOLUTION), "--seed", "3"],
+        [tool("suvi-fill"), "build", "--source", str(raw), "--out", str(shards),
+         "--resolution", str(RESOLUTION), "--no-progress"],
+        [tool("suvi-fill"), "profile", "--shards", str(shards)],
+    ]
+    for command in steps:
+        result = run(command, env=ENV)
+        assert result.returncode == 0, f"{command[1]} failed:\n{result.stdout}\n{result.stderr}"
+    shutil.rmtree(raw)
+    manifest = json.loads((shards / "manifest.json").read_text())
+    assert manifest["segments"]["train"] and manifest["segments"]["val"], manifest["segments"].keys()
+    _BUILT["shards"] = shards
+    return shards
+
+
+def train(corpus, out, *extra, env=None, timeout=300):
+    "Run `python -m suvi_fill.train` on the corpus with the tiny model."
+    command = [sys.executable, "-m", "suvi_fill.train", "--shards", str(corpus),
+               "--manifest", str(corpus / "manifest.json"), "--out", str(out), *TINY, *extra]
+    return run(command, env={**ENV, **(env or {})}, cwd=ROOT, timeout=timeout)
+
+
+def history(out):
+    return [json.loads(line) for line in (Path(out) / "history.jsonl").read_text().splitlines()]
+
+
+def state(path):
+    import torch
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+SEED_ROW_FIELDS = {"step", "epoch", "steps_per_epoch", "total_steps", "train_loss", "val_loss",
+                   "val_psnr", "grad_mean", "grad_max", "lr", "seconds", "host_free_gb"}
+
+
+# ------------------------------------------------------------------------- refusals
+
+def test_refuses_a_manifest_without_segments(corpus, tmp_path):
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    del manifest["segments"]
+    old = tmp_path / "old_manifest.json"
+    old.write_text(json.dumps(manifest))
+    result = run([sys.executable, "-m", "suvi_fill.train", "--shards", str(corpus), "--manifest", str(old),
+                  "--out", str(tmp_path / "run"), *TINY], env=ENV)
+    assert result.returncode == 1
+    assert "has no 'segments': it predates the pristine-segment corpus" in result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_refuses_without_the_availability_model(corpus, tmp_path):
+    result = train(corpus, tmp_path / "run", "--availability", str(tmp_path / "absent.npz"))
+    assert result.returncode == 1
+    assert "absent.npz not found" in result.stderr and "refusing to fall back" in result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_cli_subcommand_refuses_cuda_without_a_device(corpus, tmp_path):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    result = run([tool("suvi-fill"), "train", "--shards", str(corpus), "--manifest",
+                  str(corpus / "manifest.json"), "--out", str(tmp_path / "run"),
+                  *TINY[:-2], "--device", "cuda"], env=ENV)
+    assert result.returncode != 0 and "no CUDA" in result.stderr
+
+
+# ------------------------------------------- baseline, cadence, checkpoints, resume
+
+@pytest.fixture(scope="module")
+def short_run(corpus, tmp_path_factory):
+    "Six steps, an eval every three: the run several tests read."
+    out = tmp_path_factory.mktemp("short") / "run"
+    # A small LR: these tests read cadence and bookkeeping, not learning, and must
+    # not trip the ABORT rule on any corpus.
+    result = train(corpus, out, "--max-steps", "6", "--eval-every", "3", "--warmup", "4",
+                   "--lr", "1e-5", "--steps-per-epoch", "100")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out, result
+
+
+def test_untrained_baseline_then_evals_on_the_cadence(short_run):
+    out, result = short_run
+    lines = [line for line in result.stdout.splitlines() if line.startswith("step ")]
+    assert lines[0].startswith("step      0  val ") and lines[0].endswith("[untrained]")
+    assert result.stdout.splitlines()[0] == "device: cpu"
+    assert "availability model: " in result.stdout and "parameters" in result.stdout
+    rows = history(out)
+    assert rows[0]["untrained"] is True and rows[0]["step"] == 0
+    assert [row["step"] for row in rows[1:]] == [3, 6]
+    for row in rows[1:]:
+        assert SEED_ROW_FIELDS <= set(row), SEED_ROW_FIELDS - set(row)
+        assert row["host_free_gb"] > 0 and row["total_steps"] == 6 and row["steps_per_epoch"] == 100
+    assert "best validation display PSNR" in result.stdout.splitlines()[-1]
+
+
+def test_warmup_ramps_the_lr(short_run):
+    out, _ = short_run
+    from suvi_fill.train import learning_rate
+    rows = history(out)[1:]
+    # The row's lr is the one the last optimiser step used (step - 1).
+    assert rows[0]["lr"] == pytest.approx(learning_rate(2, 1e-5, warmup=4))
+    assert rows[0]["lr"] == pytest.approx(0.75e-5)
+    assert rows[1]["lr"] == pytest.approx(1e-5)
+
+
+def test_checkpoints_are_written_and_loadable(short_run):
+    out, _ = short_run
+    from suvi_fill import model
+    last = state(out / "last.pt")
+    assert last["step"] == 6 and last["args"]["cond_layout"] == list(model.COND_LAYOUT)
+    assert {"model", "optimiser", "epoch", "lr_scale", "manifest", "best"} <= set(last)
+    net = model.load_learned(out / "best.pt")
+    assert net.offsets
+    assert not [p for p in out.iterdir() if p.name.startswith(".")], "temporary files left behind"
+
+
+def test_validation_is_pinned_and_evaluate_scores_a_checkpoint(short_run, corpus):
+    out, result = short_run
+    scored = [train(corpus, out.parent / f"eval{i}", "--evaluate", str(out / "last.pt")) for i in range(2)]
+    for item in scored:
+        assert item.returncode == 0, item.stderr
+        assert "evaluated" in item.stdout and "(step 6): val " in item.stdout
+    line = lambda r: [l for l in r.stdout.splitlines() if l.startswith("evaluated")][0].split(": ", 1)[1]
+    assert line(scored[0]) == line(scored[1]), "the same checkpoint scored differently: damage not pinned"
+    final = history(out)[-1]
+    assert f"({final['val_psnr']:.2f} dB)" in line(scored[0])
+    assert not (out.parent / "eval0" / "history.jsonl").exists()
+
+
+def test_resume_continues_and_never_clobbers_best(short_run, corpus, tmp_path):
+    out, _ = short_run
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy)
+    best_before = (copy / "best.pt").read_bytes()
+    # No step left to take: the resumed run evaluates, keeps best.pt and writes last.pt.
+    result = train(corpus, copy, "--resume", str(copy / "last.pt"), "--max-steps", "6",
+                   "--eval-every", "3", "--steps-per-epoch", "100")
+    assert result.returncode == 0, result.stderr
+    assert "resumed from" in result.stdout and "step 6" in result.stdout
+    assert "[resumed]" in result.stdout
+    assert (copy / "best.pt").read_bytes() == best_before
+    # Two more steps: the step count carries on from 6.
+    result = train(corpus, copy, "--resume", str(copy / "last.pt"), "--max-steps", "8",
+                   "--eval-every", "2", "--steps-per-epoch", "100", "--warmup", "4", "--lr", "1e-5")
+    assert result.returncode == 0, result.stderr
+    assert history(copy)[-1]["step"] == 8 and state(copy / "last.pt")["step"] == 8
+    assert state(copy / "last.pt")["epoch"] == 0, "a mid-epoch checkpoint resumes in its epoch"
+
+
+def test_steps_per_epoch_caps_the_loop(corpus, tmp_path):
+    out = tmp_path / "run"
+    result = train(corpus, out, "--steps-per-epoch", "2", "--epochs", "3", "--eval-every", "1000")
+    assert result.returncode == 0, result.stderr
+    last = state(out / "last.pt")
+    assert last["step"] == 6 and last["epoch"] == 2
+
+
+def test_max_steps_stops_the_run(corpus, tmp_path):
+    out = tmp_path / "run"
+    result = train(corpus, out, "--max-steps", "3", "--eval-every", "1000")
+    assert result.returncode == 0, result.stderr
+    assert state(out / "last.pt")["step"] == 3
+
+
+# --------------------------------------------------------------- stopping rules
+
+def test_abort_on_two_evals_well_below_best(corpus, tmp_path):
+    out = tmp_path / "run"
+    # An absurd LR wrecks the net at once; validation then sits far below the
+    # untrained baseline on the next two evals.
+    result = train(corpus, out, "--lr", "3", "--warmup", "1", "--eval-every", "2",
+                   "--max-steps", "40", "--steps-per-epoch", "100", "--plateau-evals", "0")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "ABORT: validation" in result.stdout and "on two consecutive evals." in result.stdout
+    rows = history(out)
+    assert len(rows) == 3, rows                # the baseline and the two failing evals
+    assert state(out / "last.pt")["step"] == 4
+
+
+def test_plateau_halves_to_the_floor_then_freezes(corpus, tmp_path):
+    out = tmp_path / "run"
+    # LR 0: validation never moves, so every eval is a plateau of length one.
+    result = train(corpus, out, "--lr", "0", "--warmup", "1", "--eval-every", "1",
+                   "--plateau-evals", "1", "--max-steps", "50", "--steps-per-epoch", "100")
+    assert result.returncode == 0, result.stdout + result.stderr
+    plateaus = [l for l in result.stdout.splitlines() if l.startswith("PLATEAU:")]
+    assert len(plateaus) == 6, result.stdout
+    assert "FROZEN: lr scale at its floor (0.0156)" in result.stdout
+    last = state(out / "last.pt")
+    assert last["step"] == 7 and last["lr_scale"] == pytest.approx(1 / 64)
+
+
+def test_lr_range_records_every_20_steps_without_evals(corpus, tmp_path):
+    out = tmp_path / "run"
+    refused = train(corpus, out, "--lr-range", "1e-5,1e-1")
+    assert refused.returncode == 1 and "--lr-range needs --max-steps" in refused.stderr
+    result = train(corpus, out, "--lr-range", "1e-5,1e-1", "--max-steps", "40", "--steps-per-epoch", "100")
+    assert result.returncode == 0, result.stderr
+    from suvi_fill.train import sweep_rate
+    rows = history(out)
+    assert [r["step"] for r in rows] == [20, 40] and all(set(r) == {"step", "lr", "train_loss"} for r in rows)
+    assert rows[0]["lr"] == pytest.approx(sweep_rate(19, 1e-5, 1e-1, 40))
+    assert rows[1]["lr"] == pytest.approx(1e-1)
+    assert "[untrained]" not in result.stdout and "step     20  lr " in result.stdout
+
+
+def test_overfit_gate_drives_the_loss_down_tenfold(corpus, tmp_path):
+    out = tmp_path / "run"
+    from suvi_fill import losses
+    result = train(corpus, out, "--overfit", "2", "--epochs", "240", "--lr", "3e-3", "--warmup", "10",
+                   "--eval-every", "80", "--base", "8", timeout=400)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = history(out)
+    # A perfect answer still scores the Charbonnier knee on each term: the loss's floor.
+    floor = losses.CHARBONNIER_EPS * (1 + losses.GRADIENT_WEIGHT + losses.DISPLAY_WEIGHT)
+    first, last = rows[0]["val_loss"], min(r["val_loss"] for r in rows[1:])
+    assert last - floor <= (first - floor) / 10, \
+        f"overfit gate: val loss {first:.5f} -> {last:.5f} (floor {floor:.5f}), not tenfold"
+    assert "train 2 targets, val 2" in result.stdout
+
+
+# ----------------------------------------------------------------- kill and resume
+
+def test_sigkill_mid_run_resumes_losing_at_most_eval_every(corpus, tmp_path):
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "suvi_fill.train", "--shards", str(corpus), "--manifest",
+               str(corpus / "manifest.json"), "--out", str(out), *TINY, "--eval-every", "2",
+               "--max-steps", "100000", "--steps-per-epoch", "100000", "--val-samples", "2"]
+    process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **ENV},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if (out / "history.jsonl").exists() and len(history(out)) >= 4 and (out / "last.pt").exists():
+                break
+            assert process.poll() is None, process.stderr.read().decode()
+            time.sleep(0.2)
+        else:
+            pytest.fail("the training process produced no history in time")
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == -signal.SIGKILL
+    reached = history(out)[-1]["step"]
+    saved = state(out / "last.pt")["step"]           # loads: the write was atomic
+    assert reached - saved <= 2
+    result = train(corpus, out, "--eval-every", "2", "--resume", str(out / "last.pt"),
+                   "--max-steps", str(saved + 2), "--steps-per-epoch", "100000", "--val-samples", "2")
+    assert result.returncode == 0, result.stderr
+    assert f"step {saved}" in result.stdout.split("resumed from", 1)[1].splitlines()[0]
+    assert state(out / "last.pt")["step"] == saved + 2
+
+
+# ------------------------------------------------------------ in-process behaviours
+
+def _args(corpus, **overrides):
+    import argparse
+    from suvi_fill.train import add_arguments
+    parsed = add_arguments(argparse.ArgumentParser()).parse_args(
+        ["--shards", str(corpus), "--manifest", str(corpus / "manifest.json"), "--out", "unused"])
+    for key, value in overrides.items():
+        setattr(parsed, key, value)
+    return parsed
+
+
+def _split(corpus, name):
+    from suvi_fill import train as trainer
+    manifest, satellites, offsets, seg_splits, splits = trainer.read_corpus(_args(corpus))
+    trace = trainer.load_availability(str(corpus))
+    return trainer.ShardSet(str(corpus), splits[name], satellites, availability=trace, offsets=offsets,
+                            segments=seg_splits[name], deterministic=name != "train"), trace
+
+
+def test_fallback_over_thousands_of_unbuildable_targets_is_iterative(corpus):
+    from suvi_fill import dataset
+    data, _ = _split(corpus, "train")
+    satellite, when = data.items[0]
+    # A slot no shard holds: the sampler cannot build it, just as a sentinel frame.
+    unbuildable = (satellite, when - 30 * 86_400) if not isinstance(when, int) else (satellite, when - 360 * 30)
+    assert data.sampler.build(*unbuildable, data.sampler.rng) is None
+    data.items = [unbuildable] * 5000 + list(data.items)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(200)
+    try:
+        sample = data[0]
+    finally:
+        sys.setrecursionlimit(limit)
+    assert sample["target"].shape[-1] == RESOLUTION
+    data.items = [unbuildable] * 3000
+    with pytest.raises(RuntimeError, match="no slot in the entire set yields a buildable sample"):
+        data[0]
+
+
+def test_validation_is_deterministic_per_slot(corpus):
+    import torch
+    data, _ = _split(corpus, "val")
+    a, b = data[1], data[1]
+    assert torch.equal(a["lost"], b["lost"]) and torch.equal(a["present"], b["present"])
+
+
+def test_loader_settings(corpus):
+    import torch
+    from suvi_fill import train as trainer
+    data, _ = _split(corpus, "val")
+    args = _args(corpus, workers=8, batch=2)
+    val = trainer.make_val_loader(data, args, torch.device("cpu"))
+    assert val.num_workers == 2 and not val.persistent_workers and val.batch_size == 2
+    assert isinstance(val.sampler, torch.utils.data.SequentialSampler)
+    fit = trainer.make_train_loader(data, args, torch.device("cpu"))
+    assert fit.num_workers == 8 and fit.persistent_workers and fit.drop_last
+    # Under torchrun each rank draws its own, disjoint, share of the split.
+    shares = [list(trainer.make_train_loader(data, args, torch.device("cpu"), rank, 2).sampler)
+              for rank in (0, 1)]
+    assert shares[0] and not set(shares[0]) & set(shares[1])
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs CUDA")
+def test_cuda_cache_emptied_each_eval(corpus, tmp_path, monkeypatch):
+    import torch
+    from suvi_fill import train as trainer
+    calls = []
+    original = torch.cuda.empty_cache
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: (calls.append(1), original()))
+    code = trainer.main(["--shards", str(corpus), "--manifest", str(corpus / "manifest.json"),
+                         "--out", str(tmp_path / "run"), *TINY[:-2], "--device", "cuda",
+                         "--max-steps", "4", "--eval-every", "2"])
+    assert code == 0 and len(calls) >= 3          # the baseline and two evals
+
+
+# ---------------------------------------------------------------------- torchrun
+
+def test_two_process_ddp_trains_logs_once_and_resumes(corpus, tmp_path):
+    out = tmp_path / "run"
+    torchrun = tool("torchrun")
+    common = [torchrun, "--standalone", "--nproc_per_node=2", "-m", "suvi_fill.train",
+              "--shards", str(corpus), "--manifest", str(corpus / "manifest.json"), "--out", str(out),
+              *TINY, "--eval-every", "2", "--steps-per-epoch", "100"]
+    result = run(common + ["--max-steps", "4"], env=ENV, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 processes" in result.stdout
+    assert [r["step"] for r in history(out)] == [0, 2, 4]        # rank 0 alone logs
+    assert result.stdout.count("[untrained]") == 1
+    result = run(common + ["--max-steps", "6", "--resume", str(out / "last.pt")], env=ENV, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "resumed from" in result.stdout
+    assert history(out)[-1]["step"] == 6 and state(out / "last.pt")["step"] == 6
