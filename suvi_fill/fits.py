@@ -7,22 +7,26 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import functools
 import math
 import os
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
 from astropy.io import fits as _fits
+from astropy.io.fits.card import _format_value
+from astropy.io.fits.verify import VerifyWarning
 
 from suvi_fill.paths import (SATELLITES, SLOT_SECONDS, WAVELENGTHS, as_datetime, format_stamp, parse_stamp,
                              slot_of, solar_b0, solar_radius_arcsec, sun_distance_m, time_of)
 from szrank.common import atomic_write, temporary_sibling
 
 # %% auto 0
-__all__ = ['L2_VERSION', 'L2_NAME', 'REQUIRED_KEYS', 'HEADER_CARDS', 'DEFAULT_SAT_THR', 'L2Name', 'l2_name', 'parse_l2_name',
-           'L2FormatError', 'L2Header', 'parse_l2_header', 'read_l2', 'l2_header_values', 'encode_l2', 'write_l2',
-           'world_from_pixel', 'pixel_from_world']
+__all__ = ['L2_VERSION', 'L2_NAME', 'REQUIRED_KEYS', 'HEADER_CARDS', 'DEFAULT_SAT_THR', 'SENTINEL_VALUE', 'L2Name', 'l2_name',
+           'parse_l2_name', 'L2FormatError', 'L2Header', 'parse_l2_header', 'read_l2', 'l2_header_values', 'card_image',
+           'encode_l2', 'write_l2', 'sentinel_fraction', 'world_from_pixel', 'pixel_from_world']
 
 # %% ../nbs/suvi_fill/13_fits.ipynb 4
 #: Version string the synthetic archive writes (the real operational one).
@@ -357,25 +361,56 @@ def _image_stats(radiance) -> dict:
             "IMG_MEAN": float(finite.mean(dtype=np.float64)), "IMG_SDEV": float(finite.std(dtype=np.float64))}
 
 
+@functools.lru_cache(maxsize=64)
+def _structural_cards(rows: int, cols: int, dtype_str: str) -> str:
+    "SIMPLE/BITPIX/NAXIS cards of a primary image HDU, as astropy writes them (without END)."
+    header = _fits.PrimaryHDU(data=np.zeros((rows, cols), dtype=np.dtype(dtype_str))).header
+    text = header.tostring()
+    return "".join(text[i:i + 80] for i in range(0, len(text), 80) if not text[i:i + 80].startswith("END     "))
+
+
+def card_image(key: str, value, comment: str = "") -> str:
+    """The 80-column card (or cards) of `key = value / comment`, byte-identical to `astropy.io.fits.Card(...).image`.
+
+    Values are formatted by astropy's own value formatter; long strings (CONTINUE cards)
+    go through `Card` itself.
+    """
+    if isinstance(value, np.bool_):
+        value = bool(value)
+    elif isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"header key {key}: {value} cannot be written to FITS")
+    if isinstance(value, str) and len(value) > 60:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", VerifyWarning)
+            return _fits.Card(key, value, comment).image
+    text = f"{key:<8}= {_format_value(value)}"
+    if comment:
+        text += f" / {comment}"
+    return f"{text[:80]:<80}"
+
+
 def encode_l2(radiance, header_values: dict, dtype=np.float32) -> bytes:
-    "The bytes of a one-HDU SUVI L2 FITS file holding `radiance` (rows, cols) with `header_values`."
+    """The bytes of a one-HDU SUVI L2 FITS file holding `radiance` (rows, cols) with `header_values`.
+
+    The structural cards come from astropy's `PrimaryHDU`, every other card from
+    `card_image` (astropy's formatter, without building a `Header`: the archive
+    writes thousands of small files and `Header` assignment dominated the cost).
+    """
     data = np.asarray(radiance)
     if data.ndim != 2:
         raise ValueError(f"radiance must be 2-D (rows, cols), not shape {data.shape}")
     data = np.ascontiguousarray(data, dtype=np.dtype(dtype).newbyteorder(">"))
-    header = _fits.PrimaryHDU(data=np.zeros((1, 1), dtype=dtype)).header
-    header["NAXIS1"], header["NAXIS2"] = data.shape[1], data.shape[0]
     values = {**_image_stats(np.asarray(radiance, dtype=np.float64)), **header_values}
+    cards = [_structural_cards(data.shape[0], data.shape[1], np.dtype(dtype).str)]
     for key in sorted(values, key=lambda k: (_ORDER.get(k, len(_ORDER)), k)):
-        value = values[key]
-        if isinstance(value, (np.bool_,)):
-            value = bool(value)
-        elif isinstance(value, np.generic):
-            value = value.item()
-        header[key] = (value, _COMMENTS.get(key, ""))
-    text = header.tostring().encode("ascii")
+        cards.append(card_image(key, values[key], _COMMENTS.get(key, "")))
+    cards.append(f"{'END':<80}")
+    text = "".join(cards)
+    text += " " * (-len(text) % 2880)
     payload = data.tobytes()
-    return text + payload + b"\0" * (-len(payload) % 2880)
+    return text.encode("ascii") + payload + b"\0" * (-len(payload) % 2880)
 
 
 def write_l2(path, radiance, header_values: dict, durable: bool = True, dtype=np.float32) -> Path:
@@ -399,6 +434,16 @@ def write_l2(path, radiance, header_values: dict, durable: bool = True, dtype=np
     return path
 
 # %% ../nbs/suvi_fill/13_fits.ipynb 17
+#: Fill value of the unreadable frames the archive holds (file present, data meaningless).
+SENTINEL_VALUE = -999.0
+
+
+def sentinel_fraction(data, value: float = SENTINEL_VALUE) -> float:
+    "Fraction of the pixels of `data` that hold the sentinel fill `value` exactly."
+    data = np.asarray(data)
+    return float(np.count_nonzero(data == np.float32(value))) / max(data.size, 1)
+
+# %% ../nbs/suvi_fill/13_fits.ipynb 20
 def world_from_pixel(header, row, col) -> tuple:
     "Helioprojective offsets (Tx, Ty) in arcsec of 0-based array pixel(s) `(row, col)`."
     dx = np.asarray(col, dtype=np.float64) + 1.0 - header.crpix1

@@ -12,9 +12,10 @@ import numpy as np
 
 # %% auto 0
 __all__ = ['WAVELENGTHS', 'SATELLITES', 'SLOT_SECONDS', 'SLOTS_PER_DAY', 'BAND_INDEX', 'SATELLITE_INDEX', 'STAMP_FORMAT',
-           'SOLAR_RADIUS_M', 'AU_M', 'SOLAR_INCLINATION_DEG', 'as_datetime', 'unix_seconds', 'slot_of', 'time_of',
-           'datetime64_of', 'as_day', 'day_of_slot', 'first_slot_of_day', 'slots_of_day', 'days_from', 'slot_in_day',
-           'format_stamp', 'parse_stamp', 'julian_date', 'solar_b0', 'sun_distance_m', 'solar_radius_arcsec']
+           'SOLAR_RADIUS_M', 'AU_M', 'SOLAR_INCLINATION_DEG', 'OBLIQUITY_DEG', 'as_datetime', 'unix_seconds', 'slot_of',
+           'time_of', 'datetime64_of', 'as_day', 'day_of_slot', 'first_slot_of_day', 'slots_of_day', 'days_from',
+           'slot_in_day', 'format_stamp', 'parse_stamp', 'julian_date', 'solar_b0', 'solar_declination',
+           'sun_distance_m', 'solar_radius_arcsec']
 
 # %% ../nbs/suvi_fill/10_paths.ipynb 3
 #: The six SUVI EUV bands in Å, in the channel order of every array in the corpus.
@@ -172,6 +173,16 @@ def solar_b0(value) -> float:
     longitude, _, jd = _sun_angles(value)
     node = math.radians(73.6667 + 1.3958333 * (jd - 2396758.0) / 36525.0)
     return math.degrees(math.asin(math.sin(longitude - node) * math.sin(math.radians(SOLAR_INCLINATION_DEG))))
+
+
+#: Obliquity of the ecliptic, degrees (J2000; drifts 0.013 deg per century).
+OBLIQUITY_DEG = 23.439
+
+
+def solar_declination(value) -> float:
+    "Declination of the Sun in degrees at `value`: what sets the GEO eclipse seasons."
+    longitude, _, _ = _sun_angles(value)
+    return math.degrees(math.asin(math.sin(math.radians(OBLIQUITY_DEG)) * math.sin(longitude)))
 
 
 def sun_distance_m(value) -> float:
