@@ -14,8 +14,8 @@ from suvi_fill import dataset, paths
 
 # %% auto 0
 __all__ = ['HOWARD_A', 'HOWARD_B', 'HOWARD_C', 'EARTH_ORBITAL_RATE', 'OBSERVER_DISTANCE', 'LIMB_TOLERANCE', 'synodic_rate',
-           'perspective', 'disk_to_sphere', 'sphere_to_disk', 'rotate', 'decode', 'encode', 'calibrate', 'disk_crop',
-           'source_grid', 'align_stack', 'feature_disk', 'rotated']
+           'perspective', 'disk_to_sphere', 'sphere_to_disk', 'rotate', 'decode', 'encode', 'transfer_planes',
+           'calibrate', 'disk_crop', 'source_grid', 'align_stack', 'feature_disk', 'rotated', 'sunpy_rotate']
 
 # %% ../nbs/suvi_fill/30_align.ipynb 5
 #: Howard et al. (1990) sidereal rotation, rad/s: ω(φ) = A + B sin²φ + C sin⁴φ
@@ -100,14 +100,33 @@ def encode(radiance):
     return torch.clamp(torch.asinh(radiance / dataset.ASINH_SCALE) / dataset.ASINH_RANGE, -1.0, 1.0)
 
 
+def transfer_planes(planes, gains, offsets):
+    """`r' = gain·r + offset` on coded planes (P, H, W), one gain and offset per plane (P,).
+
+    Written as asinh(gain·sinh(R·c) + offset/S)/R, in place on one fresh tensor:
+    the transfer is the costliest step of alignment on the CPU.
+    """
+    moved = torch.sinh(planes * dataset.ASINH_RANGE)
+    moved = torch.addcmul((offsets / dataset.ASINH_SCALE)[:, None, None], moved, gains[:, None, None])
+    return moved.asinh_().div_(dataset.ASINH_RANGE).clamp_(-1.0, 1.0)
+
+
 def calibrate(coded, gains, offsets):
     """Apply `r' = gain·r + offset` to coded frames (..., 6, H, W) with gains/offsets (..., 6).
 
     Bands whose transfer is the identity come back bit for bit.
     """
-    gain, offset = gains[..., None, None], offsets[..., None, None]
-    moved = encode(decode(coded) * gain + offset)
-    return torch.where((gain == 1) & (offset == 0), coded, moved)
+    shape = coded.shape
+    planes = coded.reshape(-1, *shape[-2:])
+    gains, offsets = gains.reshape(-1).to(planes.dtype), offsets.reshape(-1).to(planes.dtype)
+    need = (gains != 1) | (offsets != 0)
+    out = planes.clone()
+    if bool(need.all()):
+        out = transfer_planes(planes, gains, offsets)
+    elif bool(need.any()):
+        index = need.nonzero().squeeze(1)
+        out[index] = transfer_planes(planes[index], gains[index], offsets[index])
+    return out.reshape(shape)
 
 # %% ../nbs/suvi_fill/30_align.ipynb 22
 def disk_crop(height: int, width: int, radius: float) -> tuple[int, int, int, int]:
@@ -118,31 +137,44 @@ def disk_crop(height: int, width: int, radius: float) -> tuple[int, int, int, in
             max(0, math.floor(cx - reach)), min(width, math.ceil(cx + reach) + 1))
 
 
-def source_grid(dts, b0, radius, height, width, crop=None, distance=OBSERVER_DISTANCE):
-    """Sampling grid of N frames brought to the target time.
+def source_grid(dts, b0: float, radius: float, height: int, width: int, crop=None,
+                distance: float = OBSERVER_DISTANCE):
+    """Sampling grid of N frames of one sample, brought to the target time.
 
-    `dts` (N,) seconds, `b0` (N,) degrees, `radius` (N,) px; `crop` from `disk_crop`
-    (default: the whole image).  Returns `grid` (N, h, w, 2) for `grid_sample`
-    (align_corners=True, normalised to the crop), `on_disk` and `covered` (N, h, w)
-    booleans: a pixel is rotated when both hold; `on_disk & ~covered` is a source
-    behind the limb.
+    `dts` (N,) seconds (target − frame); `b0` degrees and `radius` px of the sample;
+    `crop` from `disk_crop` (default: the whole image).  Returns `grid` (N, h, w, 2)
+    for `grid_sample` (align_corners=True, normalised to the crop), `on_disk` (h, w)
+    and `covered` (N, h, w): a pixel is rotated where both hold, and
+    `on_disk & ~covered` is a source behind the limb.
     """
     row0, row1, col0, col1 = crop if crop is not None else (0, height, 0, width)
+    h, w = row1 - row0, col1 - col0
     device = dts.device
     cy, cx = (height - 1) / 2, (width - 1) / 2
-    dt = dts.float()[:, None, None]
-    tilt = torch.deg2rad(b0.float())[:, None, None]
-    r = radius.float()[:, None, None]
-    cols = torch.arange(col0, col1, device=device, dtype=torch.float32)[None, None, :] - cx
-    rows = torch.arange(row0, row1, device=device, dtype=torch.float32)[None, :, None] - cy
-    p, q = cols / r, rows / r
-    x, y, z, on_disk = disk_to_sphere(p.expand(-1, row1 - row0, -1), q.expand(-1, -1, col1 - col0), distance)
-    x, y, z = rotate(x, y, z, dt, tilt)
-    p, q, covered = sphere_to_disk(x, y, z, distance)
-    # Source pixel position, then normalised to the crop (align_corners=True).
-    gx = (cx + r * p - col0) * (2.0 / max(col1 - col0 - 1, 1)) - 1.0
-    gy = (cy + r * q - row0) * (2.0 / max(row1 - row0 - 1, 1)) - 1.0
-    return torch.stack((gx, gy), dim=-1), on_disk, covered
+    radius, tilt = float(radius), math.radians(float(b0))
+    sin_b, cos_b = math.sin(tilt), math.cos(tilt)
+    # Per sample: the sphere under each pixel, its latitude and rate.
+    cols = (torch.arange(col0, col1, device=device, dtype=torch.float32) - cx) / radius
+    rows = (torch.arange(row0, row1, device=device, dtype=torch.float32) - cy) / radius
+    x, y, z, on_disk = disk_to_sphere(cols[None, :].expand(h, w), rows[:, None].expand(h, w), distance)
+    sin_lat = y * cos_b + z * sin_b
+    meridian = z * cos_b - y * sin_b
+    rate = synodic_rate(sin_lat)
+    north, toward = sin_lat * cos_b, sin_lat * sin_b
+    # Per frame: the rotation by delta = -rate * dt and the projection back.
+    delta = rate * (-dts.float())[:, None, None]
+    cos_d, sin_d = torch.cos(delta), torch.sin(delta)
+    x2 = torch.addcmul(x * cos_d, meridian, sin_d)
+    meridian2 = torch.addcmul(meridian * cos_d, x, sin_d, value=-1.0)
+    y2 = torch.add(north, meridian2, alpha=-sin_b)
+    z2 = torch.add(toward, meridian2, alpha=cos_b)
+    p, q, covered = sphere_to_disk(x2, y2, z2, distance)
+    # Source pixel position, normalised to the crop (align_corners=True).
+    grid = torch.empty(dts.shape[0], h, w, 2, device=device, dtype=torch.float32)
+    sx, sy = 2.0 * radius / max(w - 1, 1), 2.0 * radius / max(h - 1, 1)
+    torch.add(p * sx, 2.0 * (cx - col0) / max(w - 1, 1) - 1.0, out=grid[..., 0])
+    torch.add(q * sy, 2.0 * (cy - row0) / max(h - 1, 1) - 1.0, out=grid[..., 1])
+    return grid, on_disk, covered
 
 # %% ../nbs/suvi_fill/30_align.ipynb 26
 def _check(stack, dts, valid, gains, offsets, b0, radius):
@@ -157,6 +189,14 @@ def _check(stack, dts, valid, gains, offsets, b0, radius):
                              f"{tuple(stack.shape)}, got {tuple(value.shape)}")
 
 
+def _select(frames, mask):
+    "`frames[mask]` as a view when the mask selects every frame, else a copy, and the index."
+    if bool(mask.all()):
+        return frames, None
+    index = mask.nonzero().squeeze(1)
+    return frames[index], index
+
+
 def align_stack(stack, dts, valid, gains, offsets, b0, radius, *, return_coverage=False,
                 distance=OBSERVER_DISTANCE):
     """Bring every valid frame of `stack` to its target's time and satellite calibration.
@@ -164,7 +204,8 @@ def align_stack(stack, dts, valid, gains, offsets, b0, radius, *, return_coverag
     `stack` (B, T, 6, H, W) asinh-coded; `dts` (B, T) target − frame time in seconds;
     `valid` (B, T); `gains`/`offsets` (B, T, 6), radiance-space transfer
     `r' = gain·r + offset`; `b0` (B,) degrees; `radius` (B,) px.  Disk centre at the
-    image centre, rows northward, columns westward.
+    image centre, rows northward, columns westward.  The transfer is applied first,
+    then the rotation (bilinear, in asinh space).
 
     Returns the aligned stack (float32, same shape and device); with
     `return_coverage=True`, also `coverage` (B, T, H, W) float32, 0 where an on-disk
@@ -175,36 +216,41 @@ def align_stack(stack, dts, valid, gains, offsets, b0, radius, *, return_coverag
     _check(stack, dts, valid, gains, offsets, b0, radius)
     batch, depth, bands, height, width = stack.shape
     device = stack.device
+    out = stack.float().clone()
+    coverage = torch.ones(batch, depth, height, width, device=device, dtype=torch.float32)
+    valid = valid.to(device=device, dtype=torch.bool)
+    dts = dts.to(device=device, dtype=torch.float32)
+    gains = gains.to(device=device, dtype=torch.float32)
+    offsets = offsets.to(device=device, dtype=torch.float32)
+    b0_list, radius_list = b0.detach().cpu().double().tolist(), radius.detach().cpu().double().tolist()
     with torch.autocast(device.type, enabled=False):
-        out = stack.float().reshape(batch * depth, bands, height, width).clone()
-        coverage = torch.ones(batch * depth, height, width, device=device, dtype=torch.float32)
-        valid = valid.to(device=device, dtype=torch.bool).reshape(-1)
-        dts = dts.to(device=device, dtype=torch.float32).reshape(-1)
-        gains = gains.to(device=device, dtype=torch.float32).reshape(-1, bands)
-        offsets = offsets.to(device=device, dtype=torch.float32).reshape(-1, bands)
-        owner = torch.arange(batch, device=device).repeat_interleave(depth)
-
-        transfer = valid[:, None] & ((gains != 1) | (offsets != 0))
-        rows = transfer.any(dim=1).nonzero().squeeze(1)
-        if rows.numel():
-            out[rows] = calibrate(out[rows], torch.where(transfer[rows], gains[rows], 1.0),
-                                  torch.where(transfer[rows], offsets[rows], 0.0))
-
-        rows = (valid & (dts != 0)).nonzero().squeeze(1)
-        if rows.numel():
-            b0_rows = b0.to(device).float()[owner[rows]]
-            radius_rows = radius.to(device).float()[owner[rows]]
-            row0, row1, col0, col1 = crop = disk_crop(height, width, float(radius_rows.max()))
-            grid, on_disk, covered = source_grid(dts[rows], b0_rows, radius_rows, height, width, crop, distance)
-            source = out[rows, :, row0:row1, col0:col1]
+        transfer = valid[..., None] & ((gains != 1) | (offsets != 0))
+        moving = valid & (dts != 0)
+        for b in range(batch):
+            planes = transfer[b].reshape(-1)
+            if bool(planes.any()):
+                out[b] = calibrate(out[b], torch.where(transfer[b], gains[b], 1.0),
+                                   torch.where(transfer[b], offsets[b], 0.0))
+            frames = moving[b]
+            if not bool(frames.any()):
+                continue
+            row0, row1, col0, col1 = crop = disk_crop(height, width, radius_list[b])
+            window = out[b, :, :, row0:row1, col0:col1]
+            source, index = _select(window, frames)
+            grid, on_disk, covered = source_grid(dts[b][frames], b0_list[b], radius_list[b], height, width,
+                                                 crop, distance)
             sampled = F.grid_sample(source, grid, mode="bilinear", padding_mode="border", align_corners=True)
-            moved = (on_disk & covered)[:, None]
-            out[rows, :, row0:row1, col0:col1] = torch.where(moved, sampled, source)
-            coverage[rows, row0:row1, col0:col1] = (~(on_disk & ~covered)).float()
-    aligned = out.reshape(batch, depth, bands, height, width)
+            rotated = torch.where((covered & on_disk)[:, None], sampled, source)
+            cover = (covered | ~on_disk).float()
+            if index is None:
+                window.copy_(rotated)
+                coverage[b, :, row0:row1, col0:col1] = cover
+            else:
+                out[b, index, :, row0:row1, col0:col1] = rotated
+                coverage[b, index, row0:row1, col0:col1] = cover
     if return_coverage:
-        return aligned, coverage.reshape(batch, depth, height, width)
-    return aligned
+        return out, coverage
+    return out
 
 # %% ../nbs/suvi_fill/30_align.ipynb 28
 def feature_disk(height, width, radius, b0, features, distance=OBSERVER_DISTANCE):
@@ -236,3 +282,39 @@ def rotated(features, dt, b0=0.0):
     "The `features` of `feature_disk` `dt` seconds later: each longitude advanced by the synodic rate."
     return [(lat, lon + math.degrees(synodic_rate(math.sin(math.radians(lat)))) * dt, w, a)
             for lat, lon, w, a in features]
+
+# %% ../nbs/suvi_fill/30_align.ipynb 37
+def sunpy_rotate(image, dt, b0, radius, when="2026-03-20T00:00:00", distance=OBSERVER_DISTANCE):
+    """Derotate one (H, W) frame by `dt` s (target − frame) with sunpy; NaN where sunpy has no value.
+
+    Needs sunpy with its `map` and `image` extras; raises ImportError saying so otherwise.
+    """
+    import warnings
+    try:
+        import numpy as np
+        import astropy.units as u
+        from astropy.coordinates import SkyCoord
+        from astropy.time import Time
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import sunpy.map
+            from sunpy.coordinates import frames
+            from sunpy.physics.differential_rotation import differential_rotate
+            import skimage  # noqa: F401  (differential_rotate's warp)
+    except ImportError as exc:
+        raise ImportError(f"sunpy_rotate needs sunpy[map,image] (pip install 'sunpy[map,image]'): {exc}") from None
+    data = np.asarray(image, dtype=np.float32)
+    height, width = data.shape
+    start = Time(when)
+    observer = SkyCoord(0 * u.deg, b0 * u.deg, distance * paths.SOLAR_RADIUS_M * u.m,
+                        frame=frames.HeliographicStonyhurst, obstime=start)
+    centre = SkyCoord(0 * u.arcsec, 0 * u.arcsec, frame=frames.Helioprojective(
+        observer=observer, obstime=start, rsun=paths.SOLAR_RADIUS_M * u.m))
+    scale = math.degrees(1.0 / math.sqrt(distance**2 - 1.0)) * 3600.0 / radius
+    header = sunpy.map.make_fitswcs_header(data, centre, reference_pixel=[(width - 1) / 2, (height - 1) / 2] * u.pix,
+                                           scale=[scale, scale] * u.arcsec / u.pix)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        frame = sunpy.map.Map(data, header)
+        later = observer.transform_to(frames.HeliographicStonyhurst(obstime=start + dt * u.s))
+        return np.asarray(differential_rotate(frame, observer=later, frame_time="synodic").data, dtype=np.float32)
