@@ -14,8 +14,8 @@ from szrank.topology import LINK_LENGTH, TOPOLOGIES, TRIANGLE_COUNT, VERTEX_COUN
 
 # %% auto 0
 __all__ = ['FACE_COUNT', 'EDGE_COUNT', 'NEAR_PARALLEL', 'FAR_AWAY', 'PAIRS_PER_FACE', 'Layout', 'layout_from_facets', 'layout',
-           'unit_planes', 'frame', 'dual_vertices', 'plane_bases', 'winding_numbers', 'Defects', 'evaluate',
-           'random_planes', 'Evaluator', 'face_polygons']
+           'unit_planes', 'frame', 'dual_vertices', 'plane_bases', 'winding_numbers', 'signed_distances', 'Defects',
+           'evaluate', 'random_planes', 'Evaluator', 'face_polygons']
 
 # %% ../nbs/szrank/31_geometry.ipynb 3
 FACE_COUNT = VERTEX_COUNT    # 12 planes
@@ -141,9 +141,16 @@ def unit_planes(normals, offsets) -> tuple[np.ndarray, np.ndarray]:
 def frame(normals, offsets) -> tuple[np.ndarray, np.ndarray]:
     "Centre (..., 3): least-squares point of the planes; scale (...): RMS plane distance from it."
     n, d = unit_planes(normals, offsets)
-    gram = np.einsum("...fi,...fj->...ij", n, n)
+    return _frame(n, d)
+
+
+def _frame(n, d):
+    gram = np.einsum("...fi,...fj->...ij", n, n) + 1e-12 * np.eye(3)
     rhs = np.einsum("...fi,...f->...i", n, d)
-    centre = np.linalg.solve(gram + 1e-12 * np.eye(3), rhs[..., None])[..., 0]
+    r0, r1, r2 = gram[..., 0, :], gram[..., 1, :], gram[..., 2, :]
+    adjugate = np.stack([_cross(r1, r2), _cross(r2, r0), _cross(r0, r1)], axis=-1)   # inverse * det (symmetric)
+    det = np.einsum("...i,...i->...", r0, _cross(r1, r2))
+    centre = np.einsum("...ij,...j->...i", adjugate, rhs) / det[..., None]
     distance = d - np.einsum("...fi,...i->...f", n, centre)
     scale = np.sqrt(np.mean(distance ** 2, axis=-1))
     return centre, np.maximum(scale, 1e-300)
@@ -177,8 +184,12 @@ def dual_vertices(normals, offsets, triangles: np.ndarray):
 
     Returns (vertices, near_parallel, at_infinity); degenerate vertices are NaN."""
     n, d = unit_planes(normals, offsets)
+    return _dual(n, d, triangles)
+
+
+def _dual(n, d, triangles):
     vertices, near_parallel = _vertices(n, d, triangles)
-    centre, scale = frame(n, d)
+    centre, scale = _frame(n, d)
     at_infinity = _far(vertices, centre, scale) & ~near_parallel
     vertices = np.where((near_parallel | at_infinity)[..., None], np.nan, vertices)
     return vertices, near_parallel, at_infinity
@@ -193,79 +204,72 @@ def plane_bases(normals) -> tuple[np.ndarray, np.ndarray]:
     return u, _cross(n, u)
 
 # %% ../nbs/szrank/31_geometry.ipynb 10
-def _winding(x, y, ax, ay, bx, by):
-    "Winding number of (x, y) around polygon edges a -> b (last axis), upward/downward crossing rule."
-    left = (bx - ax) * (y - ay) - (x - ax) * (by - ay)
-    up = (ay <= y) & (by > y) & (left > 0)
-    down = (ay > y) & (by <= y) & (left < 0)
-    return up.sum(axis=-1) - down.sum(axis=-1)
-
-
 def winding_numbers(points2d, polygons2d) -> np.ndarray:
-    "Winding number (...) of 2-D points (..., 2) around closed polygons (..., K, 2)."
+    "Winding number (...) of 2-D points (..., 2) around closed polygons (..., K, 2) (upward/downward crossing rule)."
     points2d, polygons2d = np.asarray(points2d, float), np.asarray(polygons2d, float)
     a, b = polygons2d, np.roll(polygons2d, -1, axis=-2)
-    return _winding(points2d[..., None, 0], points2d[..., None, 1], a[..., 0], a[..., 1], b[..., 0], b[..., 1])
-
-
-def _projections(vertices, n, d, u, v):
-    "S, U, W (B, 44, 12): signed distances and in-plane coordinates of every vertex for every plane."
-    S = np.matmul(vertices, np.swapaxes(n, -1, -2)) - d[:, None, :]
-    U = np.matmul(vertices, np.swapaxes(u, -1, -2))
-    W = np.matmul(vertices, np.swapaxes(v, -1, -2))
-    return S, U, W
+    x, y = points2d[..., None, 0], points2d[..., None, 1]
+    left = (b[..., 0] - a[..., 0]) * (y - a[..., 1]) - (x - a[..., 0]) * (b[..., 1] - a[..., 1])
+    up = (a[..., 1] <= y) & (b[..., 1] > y) & (left > 0)
+    down = (a[..., 1] > y) & (b[..., 1] <= y) & (left < 0)
+    return up.sum(axis=-1) - down.sum(axis=-1)
 
 
 @lru_cache(maxsize=None)
 def _flat_indices(L: Layout) -> dict:
-    "Flat gather indices into (44 * 12) projection rows: vertex t, plane f -> 12 * t + f."
+    "Flat gather indices into the (44 * 12) distance rows: vertex t, plane g -> 12 * t + g."
+    G = FACE_COUNT
     shape = (FACE_COUNT, PAIRS_PER_FACE)
-    faces = np.arange(FACE_COUNT)
+    faces = np.arange(FACE_COUNT)[:, None]
+    k, l = _LOCAL_PAIRS[:, 0], _LOCAL_PAIRS[:, 1]
+    start, end = L.corners, np.roll(L.corners, -1, axis=1)                       # polygon edge k: start -> end
+    g, h = L.neighbours[:, k], L.neighbours[:, l]                                # (12, 44) lines f∩g, f∩h
+    cross = np.stack([start[:, l] * G + g, end[:, l] * G + g, start[:, k] * G + h, end[:, k] * G + h])
     ends = L.edge_ends[L.pierce_pairs[:, 0]]
     owners = L.edge_faces[L.pierce_pairs[:, 0]]
     tP, tQ = ends[:, 0].reshape(shape), ends[:, 1].reshape(shape)
     oi, oj = owners[:, 0].reshape(shape), owners[:, 1].reshape(shape)
     a1, b1, a2, b2 = L.rim
-    k, l = _LOCAL_PAIRS[:, 0], _LOCAL_PAIRS[:, 1]
-    polygon = L.corners * FACE_COUNT + faces[:, None]                         # (12, 11)
-    following = np.roll(polygon, -1, axis=1)
-    return dict(
-        polygon=polygon, following=following,
-        cross=np.stack([polygon[:, k], following[:, k], polygon[:, l], following[:, l]]),   # (4, 12, 44)
-        P=tP * FACE_COUNT + faces[:, None], Q=tQ * FACE_COUNT + faces[:, None],
-        rim=np.stack([a1 * FACE_COUNT + oj, b1 * FACE_COUNT + oj, a2 * FACE_COUNT + oi, b2 * FACE_COUNT + oi]),
-        keep=~L.skip)
+    a, b = start[:, None, :], end[:, None, :]                                    # (12, 1, 11)
+    winding = np.stack([a * G + oi[..., None], b * G + oi[..., None], a * G + oj[..., None], b * G + oj[..., None]])
+    incident = np.zeros((TRIANGLE_COUNT, FACE_COUNT), bool)
+    incident[np.arange(TRIANGLE_COUNT)[:, None], L.triangles] = True
+    return dict(cross=cross, P=tP * G + faces, Q=tQ * G + faces,
+                rim=np.stack([a1 * G + oj, b1 * G + oj, a2 * G + oi, b2 * G + oi]),
+                winding_flat=winding.reshape(4, FACE_COUNT * PAIRS_PER_FACE, LINK_LENGTH), incident=incident)
 
 
-def _pair_tests(L: Layout, S, U, W):
-    "cross (B, 528), pierce (B, 528), plane crossing (B, 528) from the projections (B, 44, 12)."
+def signed_distances(vertices, normals, offsets, layout: Layout) -> np.ndarray:
+    "S (B, 44, 12): distance of every dual vertex to every (unit) plane, exactly 0 at incidences."
+    S = np.matmul(vertices, np.swapaxes(normals, -1, -2)) - offsets[:, None, :]
+    S[:, _flat_indices(layout)["incident"]] = 0.0
+    return S
+
+
+def _pair_tests(L: Layout, S):
+    "cross (B, 528), pierce (B, 528), plane crossing (B, 528) from the signed distances (B, 44, 12)."
     index = _flat_indices(L)
     B = S.shape[0]
-    S, U, W = S.reshape(B, -1), U.reshape(B, -1), W.reshape(B, -1)
-    ax, bx, cx, dx = np.take(U, index["cross"], axis=1).transpose(1, 0, 2, 3)    # (B, 12, 44) each
-    ay, by, cy, dy = np.take(W, index["cross"], axis=1).transpose(1, 0, 2, 3)
-    ex, ey, fx, fy = bx - ax, by - ay, dx - cx, dy - cy
-    o1 = ex * (cy - ay) - ey * (cx - ax)
-    o2 = ex * (dy - ay) - ey * (dx - ax)
-    o3 = fx * (ay - cy) - fy * (ax - cx)
-    o4 = fx * (by - cy) - fy * (bx - cx)
-    cross = ((o1 * o2 < 0) & (o3 * o4 < 0)).reshape(B, -1)
-
-    sP, sQ = np.take(S, index["P"], axis=1), np.take(S, index["Q"], axis=1)     # (B, 12, 44)
+    S = S.reshape(B, -1)
+    r, s, p, q = np.take(S, index["cross"], axis=1).transpose(1, 0, 2, 3)       # (B, 12, 44) each
+    cross = ((r * s < 0) & (p * q < 0)).reshape(B, -1)
+    sP, sQ = np.take(S, index["P"], axis=1), np.take(S, index["Q"], axis=1)
     plane_cross = sP * sQ < 0
-    r = np.take(S, index["rim"], axis=1)                                        # (B, 4, 12, 44)
-    rim = (r[:, 0] * r[:, 1] < 0) | (r[:, 2] * r[:, 3] < 0)
-    denominator = np.where(plane_cross, sP - sQ, 1.0)
-    x = ((sP * np.take(U, index["Q"], axis=1) - sQ * np.take(U, index["P"], axis=1)) / denominator)[..., None]
-    y = ((sP * np.take(W, index["Q"], axis=1) - sQ * np.take(W, index["P"], axis=1)) / denominator)[..., None]
-    wx, wy = np.take(U, index["polygon"], axis=1)[:, :, None, :], np.take(W, index["polygon"], axis=1)[:, :, None, :]
-    nx, ny = np.take(U, index["following"], axis=1)[:, :, None, :], np.take(W, index["following"], axis=1)[:, :, None, :]
-    left = (nx - wx) * (y - wy) - (x - wx) * (ny - wy)                          # (B, 12, 44, 11)
-    below, next_below = wy <= y, ny <= y                                         # polygon vertex at/below the ray
-    up = below & ~next_below & (left > 0) & index["keep"]
-    down = ~below & next_below & (left < 0) & index["keep"]
-    inside = up.sum(axis=-1) != down.sum(axis=-1)
-    pierce = (plane_cross & ~rim & inside).reshape(B, -1)
+    m = np.take(S, index["rim"], axis=1)
+    rim = (m[:, 0] * m[:, 1] < 0) | (m[:, 2] * m[:, 3] < 0)
+    # the winding test only where the edge crosses the plane (about a third of the pairs)
+    candidates = np.flatnonzero(plane_cross & ~rim)
+    row, pair = np.divmod(candidates, FACE_COUNT * PAIRS_PER_FACE)
+    width = S.shape[1]
+    ai, bi, aj, bj = np.take(S.reshape(-1), index["winding_flat"][:, pair, :] + (row * width)[None, :, None])
+    below_a, below_b = ai < 0, bi < 0
+    crossing = below_a != below_b
+    along = (ai * bj - bi * aj) / np.where(crossing, ai - bi, 1.0)
+    on_ray = crossing & (along > 0)
+    winding = (on_ray & below_a).sum(axis=-1) - (on_ray & below_b).sum(axis=-1)
+    pierce = np.zeros(B * FACE_COUNT * PAIRS_PER_FACE, dtype=bool)
+    pierce[candidates] = winding != 0
+    pierce = pierce.reshape(B, -1)
     return cross, pierce, plane_cross.reshape(B, -1)
 
 # %% ../nbs/szrank/31_geometry.ipynb 14
@@ -319,9 +323,8 @@ def _batch(normals, offsets):
 def evaluate(normals, offsets, layout: Layout) -> Defects:
     "Defects of one configuration (12, 3)/(12,) or a batch (B, 12, 3)/(B, 12); always batched output."
     n, d = _batch(normals, offsets)
-    vertices, near_parallel, at_infinity = dual_vertices(n, d, layout.triangles)
-    u, v = plane_bases(n)
-    cross, pierce, plane_cross = _pair_tests(layout, *_projections(vertices, n, d, u, v))
+    vertices, near_parallel, at_infinity = _dual(n, d, layout.triangles)
+    cross, pierce, plane_cross = _pair_tests(layout, signed_distances(vertices, n, d, layout))
     return _defects(layout, cross, pierce, plane_cross, near_parallel, at_infinity)
 
 # %% ../nbs/szrank/31_geometry.ipynb 16
@@ -334,7 +337,7 @@ def random_planes(rng: np.random.Generator, count: int | None = None) -> tuple[n
 
 # %% ../nbs/szrank/31_geometry.ipynb 21
 class Evaluator:
-    "One configuration with cached vertices and projections: evaluate single-plane moves incrementally."
+    "One configuration with cached vertices and distances: evaluate single-plane moves incrementally."
 
     def __init__(self, normals, offsets, layout: Layout):
         self.layout = layout
@@ -342,34 +345,29 @@ class Evaluator:
         if n.shape[0] != 1:
             raise ValueError("Evaluator holds one configuration, not a batch")
         self.normals, self.offsets = n, d
-        self.u, self.v = plane_bases(n)
         self.raw, self.near_parallel = _vertices(n, d, layout.triangles)
         self._pending = None
-        self._state = self._finish(n, d, self.u, self.v, self.raw, self.near_parallel, None)
+        self._state = self._finish(n, d, self.raw, self.near_parallel, None)
 
-    def _finish(self, n, d, u, v, raw, near_parallel, moved):
-        centre, scale = frame(n, d)
+    def _finish(self, n, d, raw, near_parallel, moved):
+        centre, scale = _frame(n, d)
         at_infinity = _far(raw, centre, scale) & ~near_parallel
         bad = near_parallel | at_infinity
-        vertices = np.where(bad[..., None], np.nan, raw)
-        if moved is None or bad.any() or self._state[6].any():
-            S, U, W = _projections(vertices, n, d, u, v)
+        if moved is None or bad.any() or self._state[4].any():
+            vertices = np.where(bad[..., None], np.nan, raw)
+            S = signed_distances(vertices, n, d, self.layout)
         else:
             p, rows = moved
-            S, U, W = (a.copy() for a in self._state[:3])
-            sub = vertices[:, rows, :]
-            S[:, rows, :] = sub @ n[0].T - d[0]
-            U[:, rows, :] = sub @ u[0].T
-            W[:, rows, :] = sub @ v[0].T
-            S[:, :, p] = vertices[0] @ n[0, p] - d[0, p]
-            U[:, :, p] = vertices[0] @ u[0, p]
-            W[:, :, p] = vertices[0] @ v[0, p]
-        cross, pierce, plane_cross = _pair_tests(self.layout, S, U, W)
-        return (S, U, W, cross, pierce, plane_cross, bad, near_parallel, at_infinity)
+            S = self._state[0].copy()
+            S[0, rows, :] = raw[0, rows] @ n[0].T - d[0]
+            S[0, :, p] = raw[0] @ n[0, p] - d[0, p]
+            S[0, _flat_indices(self.layout)["incident"]] = 0.0
+        cross, pierce, plane_cross = _pair_tests(self.layout, S)
+        return (S, cross, pierce, plane_cross, bad, near_parallel, at_infinity)
 
     def defects(self) -> Defects:
         "Defects of the current configuration."
-        S, U, W, cross, pierce, plane_cross, bad, near, far = self._state
+        S, cross, pierce, plane_cross, bad, near, far = self._state
         return _defects(self.layout, cross, pierce, plane_cross, near, far)
 
     def propose(self, plane: int, normal, offset: float) -> Defects:
@@ -380,21 +378,18 @@ class Evaluator:
             raise ValueError("a plane normal is zero")
         n, d = self.normals.copy(), self.offsets.copy()
         n[0, plane], d[0, plane] = normal / length, offset / length
-        u, v = self.u.copy(), self.v.copy()
-        pu, pv = plane_bases(n[:, plane:plane + 1])
-        u[:, plane], v[:, plane] = pu[:, 0], pv[:, 0]
         rows = self.layout.plane_triangles[plane]
         raw, near = self.raw.copy(), self.near_parallel.copy()
         raw[:, rows], near[:, rows] = _vertices(n, d, self.layout.triangles[rows])
-        state = self._finish(n, d, u, v, raw, near, (plane, rows))
-        self._pending = (n, d, u, v, raw, near, state)
-        return _defects(self.layout, state[3], state[4], state[5], state[7], state[8])
+        state = self._finish(n, d, raw, near, (plane, rows))
+        self._pending = (n, d, raw, near, state)
+        return _defects(self.layout, state[1], state[2], state[3], state[5], state[6])
 
     def commit(self) -> None:
         "Make the last proposed move the current configuration."
         if self._pending is None:
             raise RuntimeError("commit() without a proposed move")
-        self.normals, self.offsets, self.u, self.v, self.raw, self.near_parallel, self._state = self._pending
+        self.normals, self.offsets, self.raw, self.near_parallel, self._state = self._pending
         self._pending = None
 
 # %% ../nbs/szrank/31_geometry.ipynb 25
