@@ -80,9 +80,6 @@ def iter_record_batches(snapshot: SnapshotInfo, splits: Iterable[str], batch_siz
 def _batches(path: Path, record_count: int, descriptors: list[tuple[int, int]], batch_size: int, capacity: int,
              io_chunk_records: int, rng: np.random.Generator | None) -> Iterator[np.ndarray]:
     name = str(path)
-    buffer = np.empty(capacity + io_chunk_records, dtype=RAW_RECORD)   # pages are touched only as filled
-    raw = memoryview(buffer.view(np.uint8))
-    fill = 0
     with path.open("rb", buffering=0) as stream:
         record_size = _read_header(stream, name)
         expected = EXPORT_HEADER.size + record_count * record_size
@@ -91,39 +88,56 @@ def _batches(path: Path, record_count: int, descriptors: list[tuple[int, int]], 
             raise SnapshotError(f"{name}: file has {size} bytes but its inspection found {record_count} records "
                                 f"({expected} bytes): the snapshot changed since; inspect it again")
 
-        def emit(count: int):
-            "Cut batches from the first `count` buffered records; return how many were cut."
-            complete = count - count % batch_size if count >= batch_size else 0
-            if rng is None:
-                for start in range(0, complete, batch_size):
-                    yield buffer[start:start + batch_size].copy().view(RECORD_DTYPE)
-                return complete
-            order = rng.permutation(count)
-            for start in range(0, complete, batch_size):
-                yield buffer.take(order[start:start + batch_size]).view(RECORD_DTYPE)
-            buffer[:count - complete] = buffer.take(order[complete:count])
-            return complete
-
-        for first, count in descriptors:
+        def read(first: int, count: int, into: memoryview) -> None:
             stream.seek(EXPORT_HEADER.size + first * record_size)
-            want = count * record_size
-            got = _read_into(stream, raw[fill * record_size:fill * record_size + want])
-            if got != want:
+            got = _read_into(stream, into)
+            if got != count * record_size:
                 raise SnapshotError(f"{name}: record {first + got // record_size}: file ends early (the snapshot "
                                     "changed since it was inspected)")
-            fill += count
-            if fill < capacity:
-                continue
-            complete = yield from emit(fill)
-            if rng is None:
-                buffer[:fill - complete] = buffer[complete:fill]
-            fill -= complete
-        if fill:
-            # The seed yielded this whole remainder (up to a full shuffle buffer)
-            # as one batch; cut it like the rest, only the last batch is short.
-            order = rng.permutation(fill) if rng is not None else np.arange(fill)
-            for start in range(0, fill, batch_size):
-                yield buffer.take(order[start:start + batch_size]).view(RECORD_DTYPE)
+
+        if rng is None:
+            yield from _file_order(descriptors, batch_size, record_size, read)
+        else:
+            yield from _shuffled(descriptors, batch_size, capacity, io_chunk_records, record_size, read, rng)
+
+
+def _file_order(descriptors, batch_size, record_size, read) -> Iterator[np.ndarray]:
+    "File order: each chunk is read into a fresh array and batches are views of it (no further copy)."
+    carry = np.empty(0, dtype=RAW_RECORD)
+    for first, count in descriptors:
+        block = np.empty(len(carry) + count, dtype=RAW_RECORD)
+        block[:len(carry)] = carry
+        read(first, count, memoryview(block.view(np.uint8))[len(carry) * record_size:])
+        complete = len(block) - len(block) % batch_size
+        for start in range(0, complete, batch_size):
+            yield block[start:start + batch_size].view(RECORD_DTYPE)
+        carry = block[complete:]
+    for start in range(0, len(carry), batch_size):
+        yield carry[start:start + batch_size].view(RECORD_DTYPE)
+
+
+def _shuffled(descriptors, batch_size, capacity, io_chunk_records, record_size, read, rng) -> Iterator[np.ndarray]:
+    "Shuffled: chunks fill one reused buffer; each batch is a gather (`take`) into a fresh array."
+    buffer = np.empty(capacity + io_chunk_records, dtype=RAW_RECORD)   # pages are touched only as filled
+    raw = memoryview(buffer.view(np.uint8))
+    fill = 0
+    for first, count in descriptors:
+        read(first, count, raw[fill * record_size:(fill + count) * record_size])
+        fill += count
+        if fill < capacity:
+            continue
+        order = rng.permutation(fill)
+        complete = fill - fill % batch_size
+        for start in range(0, complete, batch_size):
+            yield buffer.take(order[start:start + batch_size]).view(RECORD_DTYPE)
+        buffer[:fill - complete] = buffer.take(order[complete:fill])
+        fill -= complete
+    if fill:
+        # The seed yielded this whole remainder (up to a full shuffle buffer)
+        # as one batch; cut it like the rest, only the last batch is short.
+        order = rng.permutation(fill)
+        for start in range(0, fill, batch_size):
+            yield buffer.take(order[start:start + batch_size]).view(RECORD_DTYPE)
 
 # %% ../nbs/szrank/12_batches.ipynb 8
 SAMPLE_WEIGHT_MIN = 0.60            # weight floor: a short single-chain observation still counts
@@ -194,7 +208,8 @@ def _record_fault(records: np.ndarray, bad: np.ndarray, what: str) -> RecordErro
 
 def _maybe_non_finite(*arrays: np.ndarray) -> bool:
     "Fast screen: False proves every value finite; True means look closer (NaN, inf, or a float32 overflow)."
-    return not all(math.isfinite(float(a.sum())) for a in arrays)
+    with np.errstate(over="ignore", invalid="ignore"):   # overflow only sends us to the exact test
+        return not all(math.isfinite(float(np.dot(flat, flat))) for flat in (a.reshape(-1) for a in arrays))
 
 
 def decode_batch(records) -> TrainingBatch:

@@ -348,7 +348,7 @@ def test_keyboard_interrupt_while_streaming(tmp_path, exporter, monkeypatch):
 
     thread = threading.Thread(target=interrupt, daemon=True)
     thread.start()
-    with pytest.raises(ExportInterrupted, match=f"interrupted after {PER_RUN} records"):
+    with pytest.raises(ExportInterrupted, match=r"interrupted after \d+ records; exporter stopped, no snapshot was written"):
         create_training_snapshot(tmp_path / "archive", exporter("slow"), snapshots, False, progress=False)
     thread.join(5)
     assert list(snapshots.iterdir()) == []
