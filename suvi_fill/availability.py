@@ -108,15 +108,18 @@ class Availability:
         path = Path(path)
         try:
             with np.load(path, allow_pickle=False) as z:
-                if int(z["format"]) != FORMAT:
-                    raise ValueError(f"{path}: availability format {int(z['format'])}, expected {FORMAT}; "
-                                     "re-run suvi-fill profile")
-                return cls(z["slots"], z["satellites"], z["present"], z["quality"], z["patterns"], z["pattern_counts"])
+                arrays = {k: z[k] for k in ("format", "slots", "satellites", "present", "quality",
+                                            "patterns", "pattern_counts")}
         except FileNotFoundError:
             raise FileNotFoundError(f"{path}: no availability model (run suvi-fill profile --shards DIR)") from None
-        except (KeyError, OSError, EOFError) as exc:
-            if isinstance(exc, FileNotFoundError): raise
-            raise ValueError(f"{path}: not an availability model ({exc}); re-run suvi-fill profile") from None
+        except (KeyError, OSError, EOFError, ValueError) as exc:
+            raise ValueError(f"{path}: not an availability model ({' '.join(str(exc).split())[:120]}); "
+                             "re-run suvi-fill profile") from None
+        if int(arrays["format"]) != FORMAT:
+            raise ValueError(f"{path}: availability format {int(arrays['format'])}, expected {FORMAT}; "
+                             "re-run suvi-fill profile")
+        return cls(arrays["slots"], arrays["satellites"], arrays["present"], arrays["quality"],
+                   arrays["patterns"], arrays["pattern_counts"])
 
     def save(self, path) -> None:
         "Write the model atomically."

@@ -9,6 +9,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import cv2
 import numpy as np
 
 from suvi_fill import dataset, paths
@@ -16,9 +17,10 @@ from szrank.common import atomic_write_json
 
 # %% auto 0
 __all__ = ['SPAN_MIN', 'SPLIT_RATIOS', 'SPLITS', 'MANIFEST', 'MANIFEST_FORMAT', 'CALIBRATION_FRAMES', 'CALIBRATION_BLOCK',
-           'CALIBRATION_EXTENT', 'clean_runs', 'find_segments', 'time_blocks', 'assign_splits', 'days_touched',
-           'targets_in', 'orthogonal_fit', 'calibrate', 'transfer', 'open_shards', 'corpus_shards', 'load_manifest',
-           'manifest_digest', 'make_manifest', 'write_manifest']
+           'CALIBRATION_BLUR', 'CALIBRATION_EXTENT', 'CALIBRATION_DISK', 'CALIBRATION_ITERATIONS', 'clean_runs',
+           'find_segments', 'time_blocks', 'assign_splits', 'days_touched', 'targets_in', 'orthogonal_fit',
+           'median_fit', 'calibrate', 'transfer', 'open_shards', 'corpus_shards', 'load_manifest', 'manifest_digest',
+           'make_manifest', 'write_manifest']
 
 # %% ../nbs/suvi_fill/22_segments.ipynb 3
 #: The corpus's minimum model span, in slots either side of the target (+-64 min at
@@ -87,10 +89,15 @@ def assign_splits(segments, ratios=SPLIT_RATIOS) -> dict:
     out = {name: [] for name in ratios}
     assigned = {name: 0 for name in ratios}
     total = 0
-    for start, end, members in time_blocks(segments):
+    blocks = time_blocks(segments)
+    for k, (start, end, members) in enumerate(blocks):
         weight = sum(m[-1] - m[-2] for m in members)
         total += weight
-        name = max(ratios, key=lambda n: (ratios[n] * total - assigned[n], -list(ratios).index(n)))
+        empty = [n for n in ratios if not out[n] and ratios[n] > 0]
+        if empty and len(blocks) - k <= len(empty):
+            name = empty[0]                       # the last blocks go to splits that have none yet
+        else:
+            name = max(ratios, key=lambda n: (ratios[n] * total - assigned[n], -list(ratios).index(n)))
         assigned[name] += weight
         out[name].extend(sorted(members, key=lambda s: (s[-2], s[0])))
     return out
@@ -113,10 +120,16 @@ def targets_in(segments, span: int) -> int:
 # %% ../nbs/suvi_fill/22_segments.ipynb 8
 #: Simultaneous frames per band used by the calibration fit (evenly spaced over the archive).
 CALIBRATION_FRAMES = 32
-#: Block size of the block means the fit uses, in pixels of a 64 px frame (scaled with resolution).
-CALIBRATION_BLOCK = 64
-#: Fit pixels within this many solar radii of disk centre (disk and inner corona).
+#: Blocks across a frame for the block means the fit uses (block size = resolution / this, at least 2 px).
+CALIBRATION_BLOCK = 32
+#: Gaussian sigma (corpus pixels) of the light smoothing before the block means.
+CALIBRATION_BLUR = 1.0
+#: Fit blocks within this many solar radii of disk centre (disk and inner corona).
 CALIBRATION_EXTENT = 1.3
+#: Blocks within this many radii set the gain (signal >> offset there).
+CALIBRATION_DISK = 0.95
+#: Alternations of the gain and offset medians.
+CALIBRATION_ITERATIONS = 5
 
 
 def _block_means(image, block):
@@ -135,12 +148,25 @@ def orthogonal_fit(x, y) -> tuple:
     return float(gain), float(my - gain * mx)
 
 
+def median_fit(x, y, disk) -> tuple:
+    "Robust line `y = gain * x + offset`: gain from median ratios over `disk`, offset from median residuals."
+    x, y, disk = np.asarray(x, np.float64), np.asarray(y, np.float64), np.asarray(disk, bool)
+    usable = disk & (x > 0)
+    if not usable.any():
+        return 1.0, 0.0
+    gain, offset = 1.0, 0.0
+    for _ in range(CALIBRATION_ITERATIONS):
+        gain = float(np.median((y[usable] - offset) / x[usable]))
+        offset = float(np.median(y - gain * x))
+    return gain, offset
+
+
 def calibrate(shards, satellites, frames: int = CALIBRATION_FRAMES) -> dict:
     """Per-band cross-calibration onto `satellites[0]`, from simultaneous clean frames.
 
-    Returns `{"reference": sat, "method": ..., "bands": {"94": {"16": {"gain", "offset",
-    "frames"}, "18": {...}}, ...}}`; the reference maps to itself with gain 1, offset 0,
-    and a band with no simultaneous frames gets the identity and `frames: 0`.
+    Returns `{"reference": sat, "model": ..., "method": ..., "bands": {"94": {"16": {"gain",
+    "offset", "frames"}, "18": {...}}, ...}}`; the reference maps to itself with gain 1,
+    offset 0, and a band with no simultaneous frames gets the identity and `frames: 0`.
     """
     reference = int(satellites[0])
     bands = {}
@@ -158,21 +184,27 @@ def calibrate(shards, satellites, frames: int = CALIBRATION_FRAMES) -> dict:
                 entry[str(other)] = {"gain": 1.0, "offset": 0.0, "frames": 0}
                 continue
             chosen = [pairs[int(k)] for k in np.unique(np.linspace(0, len(pairs) - 1, min(frames, len(pairs))).round())]
-            xs, ys = [], []
+            xs, ys, disks = [], [], []
             for shard, twin, i in chosen:
                 n = shard.resolution
-                block = max(1, round(n / CALIBRATION_BLOCK))
+                block = max(2, round(n / CALIBRATION_BLOCK))
                 centre = (n - 1) / 2
                 yy, xx = np.mgrid[:n, :n]
-                inside = np.hypot(yy - centre, xx - centre) <= CALIBRATION_EXTENT * float(shard.radius[i])
-                keep = _block_means(inside.astype(np.float32), block) == 1.0
-                ys.append(_block_means(dataset.decode(shard.band(i, b)), block)[keep])
-                xs.append(_block_means(dataset.decode(twin.band(i, b)), block)[keep])
-            gain, offset = orthogonal_fit(np.concatenate(xs), np.concatenate(ys))
+                r = np.hypot(yy - centre, xx - centre) / float(shard.radius[i])
+                keep = _block_means((r <= CALIBRATION_EXTENT).astype(np.float32), block) == 1.0
+                disks.append((_block_means((r <= CALIBRATION_DISK).astype(np.float32), block) == 1.0)[keep])
+
+                def prepared(image):
+                    smooth = cv2.GaussianBlur(dataset.decode(image), (0, 0), CALIBRATION_BLUR)
+                    return _block_means(smooth, block)[keep]
+                ys.append(prepared(shard.band(i, b)))
+                xs.append(prepared(twin.band(i, b)))
+            gain, offset = median_fit(np.concatenate(xs), np.concatenate(ys), np.concatenate(disks))
             entry[str(other)] = {"gain": gain, "offset": offset, "frames": len(chosen)}
         bands[str(wavelength)] = entry
     return {"reference": reference, "model": "r_reference = gain * r_satellite + offset (W m-2 sr-1)",
-            "method": "orthogonal regression of block means over simultaneous clean frames", "bands": bands}
+            "method": "median ratio (disk) and median residual (disk and corona) of block means "
+                      "over simultaneous clean frames", "bands": bands}
 
 
 def transfer(calibration: dict, source: int, target: int) -> tuple:
