@@ -26,6 +26,7 @@ from szrank.snapshot import (DEPLOYMENT_EXTRA, SPLIT_RUNS, ExporterError, Export
                              inspect_snapshot, load_split_runs)
 
 RUNS = list(SPLIT_RUNS.values())
+pytestmark = pytest.mark.timeout(120)    # a hang (reader, exporter, Ctrl-C path) fails the test
 STRANGER = "0b7c4a36-5f21-4c55-9d1e-7a3c2f9e8b10"
 PER_RUN = 40
 

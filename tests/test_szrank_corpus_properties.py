@@ -14,6 +14,7 @@ from szrank.stream import (EXPORT_HEADER, EXPORT_MAGIC, RECORD_DTYPE, StreamForm
                            stream_header, validate_stream_header, write_stream)
 
 RUNS = list(SPLIT_RUNS.values())
+pytestmark = pytest.mark.timeout(120)    # a hang (reader, exporter, Ctrl-C path) fails the test
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
