@@ -140,7 +140,7 @@ class SnapshotInfo:
         names = list(self.split_runs) + ([DEPLOYMENT_EXTRA] if self.includes_additional_runs else [])
         for name in names:
             run = self.split_runs.get(name, "(every other run)")
-            segments = " ".join(f"[{start:,}+{count:,})" for start, count in self.split_segments.get(name, ()))
+            segments = " ".join(f"[{start:,}, {start + count:,})" for start, count in self.split_segments.get(name, ()))
             lines.append(f"  {name:16s} {self.split_counts.get(name, 0):>12,} records  {run}  {segments or '-'}")
         if self.missing_splits:
             lines.append(f"  warning: no records for split(s) {', '.join(self.missing_splits)}")
@@ -439,6 +439,9 @@ def inspect_command(parser: argparse.ArgumentParser) -> Callable:
                                     split_runs=split_runs, progress=None)
         except OSError as exc:
             raise CliError(f"{args.path}: cannot read: {exc.strerror or exc}") from None
-        print(json.dumps(info.to_json(), indent=2, sort_keys=True) if args.json else info.describe(), flush=True)
+        try:
+            print(json.dumps(info.to_json(), indent=2, sort_keys=True) if args.json else info.describe(), flush=True)
+        except BrokenPipeError:                     # `szrank inspect ... | head`: the reader has seen enough
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     return run
