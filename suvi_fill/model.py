@@ -16,9 +16,9 @@ from suvi_fill.paths import SLOT_SECONDS, WAVELENGTHS
 
 # %% auto 0
 __all__ = ['BANDS', 'FRAME_KINDS', 'COND_LAYOUT', 'AVAILABLE', 'SAME_SATELLITE', 'KIND_TARGET', 'ABS_DT', 'DT_SCALE_SECONDS',
-           'PRIOR_TAU_SECONDS', 'CROSS_SATELLITE_PRIOR', 'FLOW_RADIUS', 'ATTENTION_HEADS', 'frame_conditioning',
-           'holds', 'prior_logits', 'masked_blend', 'prior_blend', 'ConvBlock', 'set_pool', 'masked_median', 'warp',
-           'FrameAttention', 'cost_volume', 'FillNet', 'build', 'load_learned']
+           'PRIOR_TAU_SECONDS', 'CROSS_SATELLITE_PRIOR', 'FLOW_RADIUS', 'MATCH_CHANNELS', 'ATTENTION_HEADS',
+           'frame_conditioning', 'holds', 'prior_logits', 'masked_blend', 'prior_blend', 'ConvBlock', 'set_pool',
+           'masked_median', 'warp', 'FrameAttention', 'cost_volume', 'FillNet', 'build', 'load_learned']
 
 # %% ../nbs/suvi_fill/32_model.ipynb 4
 #: Bands per frame: 94, 131, 171, 195, 284, 304 Å, in `paths.WAVELENGTHS` order.
@@ -147,31 +147,27 @@ def masked_median(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def warp(images: torch.Tensor, flow: torch.Tensor) -> torch.Tensor:
     """Bilinear backward warp of (N, C, H, W) by `flow` (N, 2, H, W) in pixels (x = columns,
-    y = rows), clamped at the border, fp32.  Exact identity at zero flow (unlike
-    `grid_sample`, whose normalised grid rounds), so the untrained corr_flow net still
-    equals the prior blend."""
+    y = rows), border-clamped, fp32.
+
+    Computed as `images + (sample(grid + flow) - sample(grid))` with `grid_sample`: the
+    difference of two identical samplings is exactly 0 at zero flow, so the warp is the
+    exact identity there (a plain `grid_sample` on a normalised grid is not, by
+    rounding) and the untrained corr_flow net still equals the prior blend."""
     n, c, h, w = images.shape
-    flow = flow.float()
-    xs = torch.arange(w, device=images.device, dtype=torch.float32)
-    ys = torch.arange(h, device=images.device, dtype=torch.float32)
-    px = (xs[None, None, :] + flow[:, 0]).clamp(0, w - 1)
-    py = (ys[None, :, None] + flow[:, 1]).clamp(0, h - 1)
-    x0, y0 = px.floor(), py.floor()
-    fx, fy = (px - x0)[:, None], (py - y0)[:, None]
-    x0, y0 = x0.long(), y0.long()
-    x1, y1 = (x0 + 1).clamp_max(w - 1), (y0 + 1).clamp_max(h - 1)
-    flat = images.float().reshape(n, c, h * w)
-
-    def sample(y, x):
-        index = (y * w + x).reshape(n, 1, h * w).expand(n, c, h * w)
-        return flat.gather(2, index).reshape(n, c, h, w)
-
-    return (sample(y0, x0) * (1 - fx) * (1 - fy) + sample(y0, x1) * fx * (1 - fy)
-            + sample(y1, x0) * (1 - fx) * fy + sample(y1, x1) * fx * fy)
+    images, flow = images.float(), flow.float()
+    ys = torch.linspace(-1.0, 1.0, h, device=images.device) if h > 1 else torch.zeros(1, device=images.device)
+    xs = torch.linspace(-1.0, 1.0, w, device=images.device) if w > 1 else torch.zeros(1, device=images.device)
+    grid = torch.stack(torch.meshgrid(xs, ys, indexing="xy"), dim=-1)[None].expand(n, h, w, 2)
+    scale = torch.tensor([2.0 / max(w - 1, 1), 2.0 / max(h - 1, 1)], device=images.device)
+    moved = grid + flow.permute(0, 2, 3, 1) * scale
+    sample = lambda g: F.grid_sample(images, g, mode="bilinear", padding_mode="border", align_corners=True)
+    return images + (sample(moved) - sample(grid))
 
 # %% ../nbs/suvi_fill/32_model.ipynb 13
 #: Cost-volume radius in cells of the coarsest level (7x7 displacements).
 FLOW_RADIUS = 3
+#: Channels of the matching projection the cost volume correlates.
+MATCH_CHANNELS = 16
 #: Heads of the cross-frame attention.
 ATTENTION_HEADS = 4
 
@@ -201,7 +197,8 @@ class FrameAttention(nn.Module):
 
 def cost_volume(features: torch.Tensor, reference: torch.Tensor, radius: int = FLOW_RADIUS) -> torch.Tensor:
     """Correlation of (N, C, H, W) `features` with `reference` shifted by every
-    displacement within `radius`: (N, (2r+1)^2, H, W), cosine-normalised over channels."""
+    displacement within `radius`: (N, (2r+1)^2, H, W), cosine-normalised over channels.
+    Channel `dy * (2r+1) + dx` holds the match with `reference` at (y + dy - r, x + dx - r)."""
     f = F.normalize(features.float(), dim=1)
     r = F.pad(F.normalize(reference.float(), dim=1), (radius,) * 4)
     h, w = features.shape[-2:]
@@ -216,8 +213,13 @@ def _zero(layer: nn.Conv2d) -> nn.Conv2d:
     return layer
 
 
+def _resize(x: torch.Tensor, size) -> torch.Tensor:
+    return x if tuple(x.shape[-2:]) == tuple(size) else \
+        F.interpolate(x, size=tuple(size), mode="bilinear", align_corners=False)
+
+
 class FillNet(nn.Module):
-    """`forward(aligned, condition, present)` -> (B, BANDS, H, W) asinh-coded bands.
+    """`forward(aligned, condition, present, coverage=None)` -> (B, BANDS, H, W) asinh-coded bands.
 
     `aligned` (B, T, BANDS, H, W) from `align.align_stack`; `condition` (B, T,
     len(COND_LAYOUT)); `present` (B, T, BANDS) in {0, 1}; optional `coverage`
@@ -235,7 +237,9 @@ class FillNet(nn.Module):
         self.relative, self.corr_flow, self.attention = relative, corr_flow, attention
         widths = [base * 2**level for level in range(depth)]
         inputs = 2 * BANDS + len(COND_LAYOUT) + 1 + (2 * BANDS if relative else 0)
-        self.stem = ConvBlock(inputs, widths[0])
+        self.stem = nn.Sequential(nn.Conv2d(inputs, widths[0], 3, stride=2, padding=1),
+                                  nn.GroupNorm(_groups(widths[0]), widths[0]), nn.SiLU(),
+                                  ConvBlock(widths[0], widths[0]))
         self.down = nn.ModuleList(nn.Conv2d(widths[l - 1], widths[l], 3, stride=2, padding=1)
                                   for l in range(1, depth))
         self.encode = nn.ModuleList(ConvBlock(widths[l], widths[l]) for l in range(1, depth))
@@ -245,10 +249,11 @@ class FillNet(nn.Module):
                                   for l in reversed(range(depth - 1)))
         self.weight_head = nn.Sequential(nn.Conv2d(2 * widths[0], widths[0], 3, padding=1), nn.SiLU(),
                                          _zero(nn.Conv2d(widths[0], BANDS, 1)))
-        self.residual_head = nn.Sequential(nn.Conv2d(widths[0] + 2 * BANDS, widths[0], 3, padding=1),
+        self.residual_head = nn.Sequential(nn.Conv2d(widths[0] + 4 * BANDS, widths[0], 3, padding=1),
                                            nn.SiLU(), _zero(nn.Conv2d(widths[0], BANDS, 3, padding=1)))
         if corr_flow:
             cells = (2 * FLOW_RADIUS + 1) ** 2
+            self.match = nn.Conv2d(widths[-1], MATCH_CHANNELS, 1)
             self.flow_head = nn.Sequential(nn.Conv2d(cells + widths[-1], widths[-1], 3, padding=1), nn.SiLU(),
                                            _zero(nn.Conv2d(widths[-1], 2, 3, padding=1)))
 
@@ -275,7 +280,7 @@ class FillNet(nn.Module):
             median = masked_median(aligned, mask)[:, None]
             inputs[0] = torch.where(m, aligned.float() - median, zero)
             inputs.append(median.expand(-1, t, -1, -1, -1))
-            inputs.append(torch.where(m, aligned.float(), zero))
+            inputs.append(candidates)
         x = torch.cat(inputs, dim=2).reshape(b * t, -1, h, w)
 
         levels = [self.stem(x)]
@@ -288,24 +293,29 @@ class FillNet(nn.Module):
         d = self.bottom(set_pool(frames[-1], valid, target))
         for level, block in zip(reversed(range(len(frames) - 1)), self.fuse):
             skip = set_pool(frames[level], valid, target)
-            d = block(torch.cat([F.interpolate(d, size=skip.shape[-2:], mode="bilinear",
-                                               align_corners=False).to(skip.dtype), skip], dim=1))
+            d = block(torch.cat([_resize(d, skip.shape[-2:]).to(skip.dtype), skip], dim=1))
 
         if self.corr_flow:
-            coarse = frames[-1]
-            reference = set_pool(coarse, valid, target)[:, 2 * coarse.shape[2]:]   # target-frame mean
-            reference = reference[:, None].expand_as(coarse).reshape(b * t, *coarse.shape[2:])
-            coarse = coarse.reshape(b * t, *coarse.shape[2:])
-            flow = self.flow_head(torch.cat([cost_volume(coarse, reference).to(coarse.dtype), coarse], 1))
-            flow = F.interpolate(flow.float(), size=(h, w), mode="bilinear", align_corners=False)
-            candidates = warp(candidates.reshape(b * t, BANDS, h, w), flow).reshape(b, t, BANDS, h, w)
+            coarse = frames[-1].reshape(b * t, *frames[-1].shape[2:])
+            matched = self.match(coarse)
+            matched = matched.reshape(b, t, *matched.shape[1:])
+            reference = set_pool(matched, valid, target)[:, 2 * MATCH_CHANNELS:]   # the target frame's
+            reference = reference[:, None].expand_as(matched).reshape(b * t, *matched.shape[2:])
+            costs = cost_volume(matched.reshape(b * t, *matched.shape[2:]), reference)
+            flow = self.flow_head(torch.cat([costs.to(coarse.dtype), coarse], 1))
+            candidates = warp(candidates.reshape(b * t, BANDS, h, w),
+                              _resize(flow.float(), (h, w))).reshape(b, t, BANDS, h, w)
 
         broadcast = d[:, None].expand(b, t, *d.shape[1:]).reshape(b * t, *d.shape[1:])
         delta = self.weight_head(torch.cat([levels[0], broadcast.to(levels[0].dtype)], 1))
-        logits = prior_logits(condition)[..., None, None, None] + delta.float().reshape(b, t, BANDS, h, w)
-        blended = masked_blend(candidates, logits, mask)
+        delta = _resize(delta.float(), (h, w)).reshape(b, t, BANDS, h, w)
+        blended = masked_blend(candidates, prior_logits(condition)[..., None, None, None] + delta, mask)
+
         held = mask.any(1).float()[..., None, None].expand(-1, -1, h, w)    # bands some frame holds
-        residual = self.residual_head(torch.cat([d, blended.to(d.dtype), held.to(d.dtype)], 1))
+        own = (mask & target[..., None])[..., None, None]                   # the target frame's bands
+        own_bands = torch.where(own, aligned.float(), zero).sum(1)
+        context = [_resize(d, (h, w)), blended, held, own_bands, own.any(1).float().expand(-1, -1, h, w)]
+        residual = self.residual_head(torch.cat([c.to(d.dtype) for c in context], 1))
         return blended + residual.float()
 
 
