@@ -176,7 +176,6 @@ def eclipse_window(day, satellite: int):
 
 def _runs(rng, count_rate, span, length_sampler):
     "Start offsets and lengths (slots) of a Poisson process over `span` slots (runs may start before 0)."
-    lengths_max = 0
     n = rng.poisson(count_rate)
     starts = rng.uniform(0, span, n)
     lengths = np.maximum(1, np.asarray(length_sampler(n), dtype=np.int64)) if n else np.zeros(0, np.int64)
@@ -668,7 +667,6 @@ def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, see
             np.savez_compressed(handle, status=status, degraded=degraded, first_slot=np.int64(first),
                                 satellites=np.array(satellites), bands=np.array(WAVELENGTHS),
                                 names=np.array(OUTAGE_NAMES))
-        os.sync() if hasattr(os, "sync") else None
         if out.exists():
             out.rmdir()
         os.replace(staging, out)
@@ -678,7 +676,7 @@ def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, see
         raise
     return summary
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 24
+# %% ../nbs/suvi_fill/12_sun.ipynb 26
 def synth_command(parser: argparse.ArgumentParser):
     "`suvi-fill synth`: write a synthetic SUVI L2 archive (see `synthesize`)."
     parser.add_argument("--out", required=True, help="new directory for the archive")
