@@ -5,21 +5,77 @@
 # %% ../nbs/suvi_fill/90_demo.ipynb 2
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 # %% auto 0
-__all__ = ['DEFAULT_OUT', 'demo_command']
+__all__ = ['DEFAULT_OUT', 'DEMO_DAYS', 'DEMO_RESOLUTION', 'DEMO_SEED', 'DEMO_SPAN_MIN', 'corpus_stage', 'demo_command']
 
 # %% ../nbs/suvi_fill/90_demo.ipynb 3
 DEFAULT_OUT = Path("demo-out/suvi_fill")
+#: Demo archive: one day of both satellites at 64 px, seed 0 -- a CPU minute, end to end.
+DEMO_DAYS = 1.0
+DEMO_RESOLUTION = 64
+DEMO_SEED = 0
+#: Minimum span of the demo corpus (slots either side): short enough that one day has segments.
+DEMO_SPAN_MIN = 8
+
+
+def _archive_matches(archive: Path, days: float, resolution: int, seed: int) -> bool:
+    try:
+        truth = json.loads((archive / "synth_truth.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return (truth.get("seed"), float(truth.get("days", -1)), truth.get("resolution")) == (seed, float(days), resolution)
+
+
+def _corpus_matches(shards: Path, archive: Path, resolution: int, span_min: int) -> bool:
+    try:
+        report = json.loads((shards / "build_report.json").read_text())
+        manifest = json.loads((shards / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return (report.get("source") == str(archive) and report.get("resolution") == resolution
+            and manifest.get("span_min") == span_min and all((shards / n).exists() for n in manifest["shards"]))
+
+
+def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESOLUTION, seed: int = DEMO_SEED,
+                 progress: bool = True) -> Path:
+    "synth -> build -> profile -> inspect into `out`; returns the corpus directory."
+    from suvi_fill import availability, dataset, ingest, sun
+    out = Path(out)
+    archive, shards = out / "archive", out / "shards"
+    if _archive_matches(archive, days, resolution, seed):
+        print(f"[synth] reusing the archive in {archive}")
+    else:
+        if archive.exists() and (archive / "synth_truth.json").exists():
+            shutil.rmtree(archive)                       # an earlier demo archive with other settings
+        summary = sun.synthesize(archive, days=days, resolution=resolution, seed=seed, progress=progress)
+        print(f"[synth] wrote {summary['files']} files to {archive}")
+    if _corpus_matches(shards, archive, resolution, DEMO_SPAN_MIN):
+        print(f"[build] corpus in {shards} is up to date")
+    else:
+        report = ingest.build(archive, shards, resolution=resolution, progress=progress, span_min=DEMO_SPAN_MIN)
+        print(f"[build] {report['shards']} shards from {report['files']} files "
+              f"({report['files_per_second']} files/s) -> {shards}")
+    model = availability.profile(shards)
+    print(f"[profile] {model.slots:,} slots, satellites {model.satellites} -> {shards / availability.AVAILABILITY}")
+    print("[inspect]")
+    for line in dataset.describe(shards):
+        print("  " + line)
+    return shards
 
 
 def demo_command(parser):
     "`suvi-fill demo [--out DIR]`."
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
     def run(args) -> int:
         import suvi_fill
         print(f"suvi_fill {suvi_fill.__version__}: demo output directory {args.out}")
+        corpus_stage(args.out, progress=not args.quiet)
+        print(f"done: archive {args.out / 'archive'}, corpus {args.out / 'shards'}")
         return 0
     return run
