@@ -24,6 +24,8 @@ COMMANDS = (
     Command("train", "train the learned filler (the seed trainer's flags, plus --device)",
             "suvi_fill.train:train_command"),
     Command("pool-produce", "write rotating-pool slices for --pool training", "suvi_fill.pool:pool_produce_command"),
+    Command("bench", "score the fillers on the test split at several gaps", "suvi_fill.bench:bench_command"),
+    Command("render", "render display-mapped frames with lost bands filled", "suvi_fill.render:render_command"),
     Command("demo", "run the end-to-end demo on the embedded default data", "suvi_fill.demo:demo_command"),
 )
 
