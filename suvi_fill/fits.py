@@ -381,6 +381,12 @@ def card_image(key: str, value, comment: str = "") -> str:
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"header key {key}: {value} cannot be written to FITS")
+    return _card_image(key, type(value), value, comment)
+
+
+@functools.lru_cache(maxsize=16_384)
+def _card_image(key: str, kind: type, value, comment: str) -> str:
+    "`card_image`, memoised: most cards of an archive's files repeat (`kind` keeps True apart from 1)."
     if isinstance(value, str) and len(value) > 60:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", VerifyWarning)
