@@ -1,0 +1,108 @@
+"""`szrank demo` end to end: the synthetic corpus passes the gate honestly through
+the real exporter path; the same corpus with its labels shuffled fails it.  The
+published report then feeds the calibration plots (headless, Agg)."""
+import json
+
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from conftest import run, tool
+from szrank.modelfile import load_model, reference_forward
+from szrank.plots import (list_generations, load_report, plot_gain_uplift, plot_precision_recall,
+                          plot_reliability, plot_split)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo") / "szrank"
+    result = run([tool("szrank"), "demo", "--out", str(out)])
+    return out, result
+
+
+def test_demo_passes_the_gate_and_publishes(demo):
+    out, result = demo
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "gate passed" in result.stdout
+    for split in ("validation", "test", "stress"):
+        assert f"  {split} " in result.stdout
+    assert str((out / "model" / "current.sztf").resolve()) in result.stdout
+    # It went through the exporter: the snapshot was made by the trainer (and removed afterwards).
+    assert "Exporting an immutable training snapshot:" in result.stderr and "szrank.demo replay" in result.stderr
+    assert not list((out / "snapshots").glob("*.sztx*"))
+    model = load_model(out / "model" / "current.sztf")
+    report = json.loads((out / "model" / "report.json").read_text())
+    assert report["approved"] is True and report["gate_overridden"] is False and report["gate_reasons"] == []
+    assert not model.header.gate_overridden
+    assert model.header.corpus_digest.hex() == report["corpus_digest_sha256"]
+    for split in ("validation", "test"):
+        metrics = report["reporting_metrics"][split]
+        assert metrics["average_precision"] > metrics["prevalence"] + 0.1        # a real margin, not luck
+        assert metrics["brier_score"] < metrics["null_brier_score"]
+        assert metrics["top_k_gain"] > 0.2
+        assert metrics["policy_cross_entropy"] < metrics["policy_uniform_cross_entropy"]
+    assert model.header.validation["average_precision"] == pytest.approx(
+        report["reporting_metrics"]["validation"]["average_precision"], rel=1e-6)
+
+
+def test_published_model_ranks_with_the_numpy_reference(demo):
+    "The deployed file, run by the numpy reference alone, ranks fresh records of the hidden rule."
+    out, _ = demo
+    from szrank.demo import synthesize_run
+    from sklearn.metrics import roc_auc_score
+    records = synthesize_run(np.random.default_rng(123), "00000000-0000-0000-0000-000000000001", 1500)
+    proposal = records["proposal"]
+    outputs = reference_forward(out / "model" / "current.sztf", proposal[:, :192].reshape(-1, 12, 16),
+                                proposal[:, 192:], records["topology"])
+    improved = records["outcome"][:, 0]
+    assert roc_auc_score(improved, outputs["improvement_probability"]) > 0.7
+
+
+def test_shuffled_labels_fail_the_gate(tmp_path):
+    out = tmp_path / "shuffled"
+    result = run([tool("szrank"), "demo", "--out", str(out), "--shuffle-labels"])
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "gate failed" in result.stdout
+    assert "AP does not beat prevalence" in result.stderr
+    assert not (out / "model" / "current.sztf").exists()
+    (rejected,) = (out / "model").glob("rejected_report_*.json")
+    assert json.loads(rejected.read_text())["approved"] is False
+
+
+def test_plots_of_the_published_report(demo):
+    out, _ = demo
+    report = load_report(out / "model")
+    assert list(list_generations(out / "model"))[0] == "current" and len(list_generations(out / "model")) == 2
+    metrics = report["reporting_metrics"]["validation"]
+    figure, axes = plt.subplots(1, 3)
+    drawn = plot_reliability(metrics, axes[0])
+    assert [bar.get_height() for bar in drawn["bars"]] == metrics["calibration_bins"]["count"]
+    assert sum(bar.get_height() for bar in drawn["bars"]) == metrics["records"]
+    present = [i for i, c in enumerate(metrics["calibration_bins"]["count"]) if c]
+    np.testing.assert_allclose(drawn["line"].get_xdata(),
+                               [metrics["calibration_bins"]["mean_probability"][i] for i in present])
+    np.testing.assert_allclose(drawn["line"].get_ydata(),
+                               [metrics["calibration_bins"]["positive_rate"][i] for i in present])
+    drawn = plot_precision_recall(metrics, axes[1])
+    assert drawn["baseline"].get_ydata()[0] == pytest.approx(metrics["prevalence"])
+    assert drawn["line"].get_xdata()[-1] == pytest.approx(1.0)
+    assert f"AP {metrics['average_precision']:.3f}" in drawn["line"].get_label()
+    drawn = plot_gain_uplift(metrics, axes[2])
+    heights = [bar.get_height() for bar in drawn["bars"]]
+    np.testing.assert_allclose(heights, metrics["gain_by_decile"])
+    assert heights[0] - metrics["mean_signed_gain"] == pytest.approx(metrics["top_k_gain"], abs=0.05)  # 10% vs ceil(10%)
+    assert drawn["mean"].get_ydata()[0] == pytest.approx(metrics["mean_signed_gain"])
+    plt.close(figure)
+    figure = plot_split(report, "stress")
+    assert "stress" in figure._suptitle.get_text() and len(figure.axes) == 4   # 3 plots + the count twin
+    plt.close(figure)
+
+
+def test_plots_refuse_a_missing_report(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no published report"):
+        load_report(tmp_path)
+    (tmp_path / "report.json").write_text("{}")
+    with pytest.raises(ValueError, match="not a training report"):
+        load_report(tmp_path)

@@ -1,0 +1,133 @@
+"""szrank train end to end on the CPU: options, exit codes, the gate, --force-deploy,
+publishing, interruption."""
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import run, tool
+from szrank.demo import synthesize_corpus
+from szrank.modelfile import load_model
+from szrank.snapshot import SPLIT_RUNS
+from szrank.stream import write_stream
+from szrank.train import parse_args
+
+# Every flag of the seed's parse_args with its default (--repository aside: the seed took its own checkout).
+SEED_DEFAULTS = {
+    "archive_root": "results/search", "exporter": None, "snapshot": None,
+    "snapshot_directory": "runtime/transformer_training", "keep_snapshot": False, "deployment_all_runs": False,
+    "output_directory": "results/search/neural/transformer", "seed": 0x5A17A551, "report_epochs": 5,
+    "deployment_epochs": 0, "batch_size": 1024, "shuffle_records": 32768, "learning_rate": 3.0e-4,
+    "weight_decay": 1.0e-4, "gradient_clip": 1.0, "gain_clip": 0.0, "ips_clip": 4.0, "max_records_per_split": 0,
+    "minimum_gate_records": 1000, "no_bf16": False, "force_deploy": False, "nondeterministic": False,
+}
+TINY = {"train": 512, "validation": 256, "test": 256, "stress": 256}
+FAST = ["--report-epochs", "1", "--batch-size", "128", "--shuffle-records", "512", "--threads", "1",
+        "--device", "cpu", "--learning-rate", "2e-3"]
+
+
+def test_every_seed_flag_with_its_default():
+    args = vars(parse_args([]))
+    for name, default in SEED_DEFAULTS.items():
+        assert args[name] == default, name
+    assert args["device"] == "auto" and args["split_runs"] is None and "repository" in args
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--batch-size", "0"], "--batch-size must be positive"),
+    (["--report-epochs", "-1"], "--report-epochs must be positive"),
+    (["--max-records-per-split", "-5"], "epoch/record bounds cannot be negative"),
+    (["--ips-clip", "inf"], "--ips-clip must be positive and finite"),
+    (["--gain-clip", "-0.5"], "--gain-clip must be finite and non-negative"),
+])
+def test_bad_options_exit_2_with_the_seeds_message(flags, message):
+    result = run([tool("szrank"), "train", *flags])
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.fixture(scope="module")
+def snapshot(tmp_path_factory):
+    path = tmp_path_factory.mktemp("corpus") / "tiny.sztx"
+    write_stream(path, synthesize_corpus(SPLIT_RUNS, seed=11, records=TINY))
+    return path
+
+
+def test_missing_snapshot_and_missing_exporter_exit_2(tmp_path):
+    result = run([tool("szrank"), "train", "--snapshot", str(tmp_path / "nope.sztx"), *FAST], cwd=tmp_path)
+    assert result.returncode == 2 and "Transformer training failed:" in result.stderr and "nope.sztx" in result.stderr
+    result = run([tool("szrank"), "train", "--exporter", f"{sys.executable} -c 'import sys; sys.exit(3)'",
+                  "--archive-root", str(tmp_path), "--snapshot-directory", str(tmp_path / "snap"), *FAST],
+                 cwd=tmp_path)
+    assert result.returncode == 2 and "exited with status 3" in result.stderr
+    assert not list((tmp_path / "snap").glob("*")), "a failed export left a file"
+
+
+def test_gate_failure_exits_4_and_force_deploy_publishes(snapshot, tmp_path):
+    out = tmp_path / "model"
+    out.mkdir()
+    previous = b"the previous model"
+    (out / "current.sztf").write_bytes(previous)
+    common = [tool("szrank"), "train", "--snapshot", str(snapshot), "--output-directory", str(out), *FAST,
+              "--minimum-gate-records", "100000"]
+    refused = run(common)
+    assert refused.returncode == 4, refused.stderr
+    assert "Deployment gate failed; current.sztf was not replaced" in refused.stderr
+    assert "validation: fewer than 100000 records" in refused.stderr
+    assert (out / "current.sztf").read_bytes() == previous
+    rejected = list(out.glob("rejected_report_*_*.json"))
+    assert len(rejected) == 1
+    report = json.loads(rejected[0].read_text())
+    digest = report["corpus_digest_sha256"]
+    assert rejected[0].name.startswith(f"rejected_report_{digest}_")
+    assert report["approved"] is False and "validation: fewer than 100000 records" in report["gate_reasons"]
+    assert report["gate_overridden"] is False and len(report["report_training_history"]) == 1
+    assert not list(out.glob("model_*.sztf"))
+
+    forced = run(common + ["--force-deploy"])
+    assert forced.returncode == 0, forced.stderr
+    assert "WARNING: statistical deployment gate was overridden." in forced.stderr
+    model = load_model(out / "current.sztf")
+    assert model.header.gate_overridden and model.header.corpus_digest.hex() == digest
+    assert model.header.validation_records == TINY["validation"] and model.header.training_seed == 0x5A17A551
+    published = json.loads((out / "report.json").read_text())
+    assert published["approved"] is True and published["gate_overridden"] is True and published["gate_reasons"]
+    assert published["model_generation"] == f"model_{model.digest_sha256}.sztf"
+    assert (out / published["model_generation"]).read_bytes() == (out / "current.sztf").read_bytes()
+    assert published["deployment_epochs"] == 1 and set(published["split_records"]) == set(SPLIT_RUNS)
+    validation = published["reporting_metrics"]["validation"]
+    assert validation["records"] == TINY["validation"] and len(validation["calibration_bins"]["count"]) == 20
+    assert published["training"]["device"] == "cpu" and published["training"]["bf16_autocast"] is False
+
+
+def test_training_is_deterministic_on_cpu(snapshot, tmp_path):
+    digests = []
+    for name in ("a", "b"):
+        result = run([tool("szrank"), "train", "--snapshot", str(snapshot), "--output-directory",
+                      str(tmp_path / name), *FAST, "--minimum-gate-records", "1", "--force-deploy",
+                      "--max-records-per-split", "256"])
+        assert result.returncode == 0, result.stderr
+        digests.append(load_model(tmp_path / name / "current.sztf").digest_sha256)
+    assert digests[0] == digests[1]
+
+
+def test_interrupt_exits_130_and_leaves_current(snapshot, tmp_path):
+    out = tmp_path / "model"
+    out.mkdir()
+    (out / "current.sztf").write_bytes(b"previous")
+    process = subprocess.Popen([tool("szrank"), "train", "--snapshot", str(snapshot), "--output-directory", str(out),
+                                *FAST, "--report-epochs", "50"], stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in process.stderr:
+        lines.append(line)
+        if line.startswith("Snapshot:"):
+            time.sleep(1.0)
+            process.send_signal(signal.SIGINT)
+            break
+    rest = process.communicate(timeout=120)[1]
+    assert process.returncode == 130, "".join(lines) + rest
+    assert "Training interrupted; current.sztf was not changed." in rest
+    assert (out / "current.sztf").read_bytes() == b"previous"
