@@ -9,8 +9,9 @@ from hypothesis import given, settings, strategies as st
 
 from suvi_fill import paths
 
-FIXTURE = Path("/work/shared/fixtures/suvi/"
-               "dr_suvi-l2-ci195_g16_s20190403T093200Z_e20190403T093600Z_v1-0-0_rebinned.header")
+#: The real GOES-16 header (sunpy test data, BSD-2-Clause), kept in the repository.
+FIXTURE = (Path(__file__).resolve().parent / "data" / "suvi"
+           / "dr_suvi-l2-ci195_g16_s20190403T093200Z_e20190403T093600Z_v1-0-0_rebinned.header")
 UTC = dt.timezone.utc
 
 
