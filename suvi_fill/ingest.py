@@ -124,6 +124,10 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
                                                         - paths.as_day(min(d for d, _ in groups))).days + 1)
     satellites = sorted({s for _, s in groups})
     out.mkdir(parents=True, exist_ok=True)
+    # A corpus directory holds a manifest only while its shards are those of one
+    # completed build: the old one goes before the first shard is replaced, the new
+    # one is written (atomically) after the last.
+    (out / segments.MANIFEST).unlink(missing_ok=True)
     written = []
     bar = tqdm(total=sum(len(v) for v in groups.values()), desc="ingest", unit="file", disable=not progress)
     for day in days:

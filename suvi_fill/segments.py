@@ -231,11 +231,21 @@ def open_shards(directory, names=None) -> dict:
 
 
 def corpus_shards(directory) -> dict:
-    "The corpus's shards: those `manifest.json` lists when there is one, else every `*.shard`."
+    """The corpus's shards: those `manifest.json` lists when there is one (each checked
+    against the digest the manifest recorded), else every `*.shard`."""
     manifest = Path(directory) / MANIFEST
-    if manifest.exists():
-        return open_shards(directory, sorted(load_manifest(manifest)["shards"]))
-    return open_shards(directory)
+    if not manifest.exists():
+        return open_shards(directory)
+    listed = load_manifest(manifest)["shards"]
+    shards = open_shards(directory, sorted(listed))
+    stale = [dataset.shard_name(d, s) for (d, s), shard in shards.items()
+             if shard.digest != listed[dataset.shard_name(d, s)]["digest"]]
+    if stale:
+        for shard in shards.values():
+            shard.close()
+        raise ValueError(f"{manifest}: {len(stale)} shard(s) changed since the manifest was written "
+                         f"({stale[0]}, ...); rebuild with suvi-fill build")
+    return shards
 
 
 def load_manifest(path) -> dict:

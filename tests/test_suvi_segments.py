@@ -114,3 +114,22 @@ def test_calibration_recovers_the_simulators_gains_within_one_percent(tmp_path):
         assert fit["gain"] * truth["gain"][str(wavelength)] == pytest.approx(1.0, abs=0.01), wavelength
         true_offset = -truth["offset"][str(wavelength)] / truth["gain"][str(wavelength)]
         assert fit["offset"] == pytest.approx(true_offset, abs=0.002 * sun.QUIET_RADIANCE[wavelength] + 1e-4)
+
+
+def test_a_changed_shard_is_caught_and_an_interrupted_build_leaves_no_manifest(corpus, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    shutil.copytree(corpus / "out", out)
+    name = dataset.shard_name(DAY, 18)
+    with dataset.ShardWriter(out / name, DAY, 18, 32) as writer:     # a shard from elsewhere
+        writer.mark(writer.slots[0], 0, dataset.SENTINEL)
+    with pytest.raises(ValueError, match="changed since the manifest"):
+        segments.corpus_shards(out)
+    # An interrupted rebuild (Ctrl-C while ingesting): the build stops, the old manifest
+    # is gone, and no temporary shard is left behind.
+    def interrupted(*args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(ingest, "_ingest_one", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ingest.build(corpus / "src", out, resolution=32, progress=False)
+    assert not (out / segments.MANIFEST).exists()
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]
