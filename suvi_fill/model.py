@@ -239,7 +239,8 @@ class FillNet(nn.Module):
         inputs = 2 * BANDS + len(COND_LAYOUT) + 1 + (2 * BANDS if relative else 0)
         self.stem = nn.Sequential(nn.Conv2d(inputs, widths[0], 3, stride=2, padding=1),
                                   nn.GroupNorm(_groups(widths[0]), widths[0]), nn.SiLU(),
-                                  ConvBlock(widths[0], widths[0]))
+                                  nn.Conv2d(widths[0], widths[0], 3, padding=1),
+                                  nn.GroupNorm(_groups(widths[0]), widths[0]), nn.SiLU())
         self.down = nn.ModuleList(nn.Conv2d(widths[l - 1], widths[l], 3, stride=2, padding=1)
                                   for l in range(1, depth))
         self.encode = nn.ModuleList(ConvBlock(widths[l], widths[l]) for l in range(1, depth))
@@ -247,7 +248,7 @@ class FillNet(nn.Module):
         self.bottom = ConvBlock(3 * widths[-1], widths[-1])
         self.fuse = nn.ModuleList(ConvBlock(widths[l + 1] + 3 * widths[l], widths[l])
                                   for l in reversed(range(depth - 1)))
-        self.weight_head = nn.Sequential(nn.Conv2d(2 * widths[0], widths[0], 3, padding=1), nn.SiLU(),
+        self.weight_head = nn.Sequential(nn.Conv2d(2 * widths[0], widths[0], 1), nn.SiLU(),
                                          _zero(nn.Conv2d(widths[0], BANDS, 1)))
         self.residual_head = nn.Sequential(nn.Conv2d(widths[0] + 4 * BANDS, widths[0], 3, padding=1),
                                            nn.SiLU(), _zero(nn.Conv2d(widths[0], BANDS, 3, padding=1)))

@@ -112,6 +112,14 @@ class Sampler:
         self.span = self.offsets[-1]
         self.segments = None if segments is None else [tuple(int(v) for v in s)[-3:] for s in segments]
         self._calibration = calibration
+        self._calibration_error = None
+        if calibration is None and len(self.satellites) > 1:
+            # Read now, while the shards' directory surely exists: a pool slice may be
+            # retired (deleted) while its open shards are still being sampled.
+            try:
+                self._calibration = _find_calibration(self.shards)
+            except (OSError, ValueError) as exc:
+                self._calibration_error = exc
         self._transfers = {}
         self._index = {}
         for satellite in self.satellites:
@@ -155,7 +163,7 @@ class Sampler:
             return np.ones(6, np.float32), np.zeros(6, np.float32)
         if (source, target) not in self._transfers:
             if self._calibration is None:
-                self._calibration = _find_calibration(self.shards)
+                raise self._calibration_error or ValueError("no calibration for a cross-satellite anchor")
             self._transfers[(source, target)] = segments_module.transfer(self._calibration, source, target)
         return self._transfers[(source, target)]
 

@@ -9,6 +9,15 @@ import torch
 from suvi_fill import model
 from suvi_fill.paths import SLOT_SECONDS
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    "One intra-op thread: on a shared 2-core machine more threads only contend (measured 8x slower)."
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 VARIANTS = [dict(), dict(relative=True), dict(corr_flow=True), dict(attention=True),
             dict(relative=True, corr_flow=True, attention=True)]
 IDS = ["plain", "relative", "corr_flow", "attention", "all"]
@@ -181,12 +190,12 @@ def test_variants_train(flags):
         assert weight.grad is not None and weight.grad.abs().sum() > 0, "a zero-initialised head gets no gradient"
     optimiser = torch.optim.Adam(net.parameters(), lr=1e-2)
     first = float(loss.detach())
-    for _ in range(20):
+    for _ in range(30):
         optimiser.zero_grad()
         loss = (net(*inputs) - truth).abs().mean()
         loss.backward()
         optimiser.step()
-    assert float(loss.detach()) < 0.95 * first
+    assert float(loss.detach()) < 0.92 * first
 
 
 def test_relative_median_and_cost_volume_and_warp():
