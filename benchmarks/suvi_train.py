@@ -63,9 +63,9 @@ def measure(shards, device, workers, steps, batch, base, depth):
             batches = iter(loader)
             batch_ = next(batches)
         tock = time.perf_counter()
-        aligned, condition, present, target, lost = trainer.aligned_batch(batch_, device)
+        aligned, condition, present, target, lost, coverage = trainer.aligned_batch(batch_, device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast_enabled(device)):
-            prediction = net(aligned, condition, present)
+            prediction = net(aligned, condition, present, coverage)
         loss = losses.criterion(prediction.float(), target, lost)
         optimiser.zero_grad(set_to_none=True)
         loss.backward()

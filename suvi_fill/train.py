@@ -260,7 +260,9 @@ collate = samples.collate
 def aligned_batch(batch, device):
     """Move a batch to `device` and run the deterministic alignment, in fp32.
 
-    Returns `(aligned, condition, present, target, lost)`.
+    Returns `(aligned, condition, present, target, lost, coverage)`: the seed's five,
+    plus the alignment's coverage mask (0 where an on-disk pixel's source lay behind
+    the limb), which the model takes as an input.
     """
     stack = batch["stack"].to(device, non_blocking=True).float()
     condition = batch["condition"].to(device, non_blocking=True)
@@ -274,8 +276,10 @@ def aligned_batch(batch, device):
         batch["offsets"].to(device, non_blocking=True),
         batch["b0"].to(device, non_blocking=True),
         batch["radius"].to(device, non_blocking=True),
+        return_coverage=True,
     )
-    return aligned, condition, present, target, lost
+    aligned, coverage = aligned
+    return aligned, condition, present, target, lost, coverage
 
 
 def evaluate(net, loader, device):
@@ -284,10 +288,10 @@ def evaluate(net, loader, device):
     totals = {"loss": 0.0, "psnr": 0.0, "n": 0}
     with torch.no_grad():
         for batch in loader:
-            aligned, condition, present, target, lost = aligned_batch(batch, device)
+            aligned, condition, present, target, lost, coverage = aligned_batch(batch, device)
             with torch.autocast(device.type, dtype=torch.bfloat16,
                                 enabled=autocast_enabled(device)):
-                prediction = net(aligned, condition, present)
+                prediction = net(aligned, condition, present, coverage)
             prediction = prediction.float()
             count = aligned.shape[0]
             totals["loss"] += float(criterion(prediction, target, lost)) * count
@@ -618,8 +622,10 @@ def _train(args, device, rank, world, on_record):
             record({"step": step, "val_loss": baseline["loss"],
                     "val_psnr": baseline["psnr"], "untrained": resumed is None})
             best = baseline["psnr"]
-            if resumed is not None and resumed.get("best") is not None:
-                best = max(float(resumed["best"]), float("-inf"))
+            if resumed is not None and resumed.get("best") is not None \
+                    and resumed["best"] > float("-inf"):
+                # The resumed run's best stands: only a better eval replaces best.pt.
+                best = float(resumed["best"])
             if device.type == "cuda":
                 torch.cuda.empty_cache()
         _, _, best = share_verdict(0, lr_scale, best, world, device)
@@ -647,10 +653,10 @@ def _train(args, device, rank, world, on_record):
             if step >= total_steps or (args.max_steps and step >= args.max_steps):
                 break
             epoch_steps += 1
-            aligned, condition, present, target, lost = aligned_batch(batch, device)
+            aligned, condition, present, target, lost, coverage = aligned_batch(batch, device)
             with torch.autocast(device.type, dtype=torch.bfloat16,
                                 enabled=autocast_enabled(device)):
-                prediction = trained(aligned, condition, present)
+                prediction = trained(aligned, condition, present, coverage)
             loss = criterion(prediction.float(), target, lost)
 
             optimiser.zero_grad(set_to_none=True)
