@@ -36,8 +36,8 @@ NO_ACTION_FRACTION = 0.03          # records logged without an action (-1, prope
 PLANE_POLICY_SCALE = 0.8           # logging policy: softmax(0.8 x face feature 0)
 MOVE_POLICY_SCALE = 0.5            # softmax(0.5 x global 0..4)
 SCALE_POLICY_SCALE = 0.5           # softmax(0.5 x global 5..7)
-QUALITY_WEIGHTS = {"plane": 1.2, "move": 0.8, "scale": 0.6, "global8": 0.9, "global9": -0.7,
-                   "topology": 0.5, "offset": -1.1}
+QUALITY_WEIGHTS = {"plane": 2.5, "move": 1.5, "scale": 1.0, "global8": 0.9, "global9": -0.7,
+                   "topology": 0.5, "offset": -1.8}
 
 
 def _sample(rng: np.random.Generator, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
