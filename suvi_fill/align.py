@@ -13,9 +13,10 @@ import torch.nn.functional as F
 from suvi_fill import dataset, paths
 
 # %% auto 0
-__all__ = ['HOWARD_A', 'HOWARD_B', 'HOWARD_C', 'EARTH_ORBITAL_RATE', 'OBSERVER_DISTANCE', 'LIMB_TOLERANCE', 'synodic_rate',
-           'perspective', 'disk_to_sphere', 'sphere_to_disk', 'rotate', 'decode', 'encode', 'transfer_planes',
-           'calibrate', 'disk_crop', 'source_grid', 'align_stack', 'feature_disk', 'rotated', 'sunpy_rotate']
+__all__ = ['HOWARD_A', 'HOWARD_B', 'HOWARD_C', 'EARTH_ORBITAL_RATE', 'OBSERVER_DISTANCE', 'LIMB_TOLERANCE', 'CPU_FRAMES_PER_GRID',
+           'synodic_rate', 'perspective', 'disk_to_sphere', 'sphere_to_disk', 'rotate', 'decode', 'fast_asinh',
+           'encode', 'transfer_planes_', 'calibrate', 'disk_crop', 'disk_geometry', 'frame_grid', 'source_grid',
+           'align_stack', 'feature_disk', 'rotated', 'sunpy_rotate']
 
 # %% ../nbs/suvi_fill/30_align.ipynb 5
 #: Howard et al. (1990) sidereal rotation, rad/s: ω(φ) = A + B sin²φ + C sin⁴φ
@@ -95,20 +96,35 @@ def decode(coded):
     return torch.sinh(coded * dataset.ASINH_RANGE) * dataset.ASINH_SCALE
 
 
+def fast_asinh(values):
+    "asinh as `transfer_planes_` computes it (see there): copysign(log1p(|v|), v), v = y + copysign(√(1+y²) − 1, y)."
+    work = torch.hypot(values, torch.ones((), dtype=values.dtype, device=values.device))
+    work.sub_(1.0).copysign_(values).add_(values)
+    return work.abs().log1p_().copysign_(work)
+
+
 def encode(radiance):
     "Radiance -> asinh code clamped to [-1, 1]; torch twin of `suvi_fill.dataset.encode`."
-    return torch.clamp(torch.asinh(radiance / dataset.ASINH_SCALE) / dataset.ASINH_RANGE, -1.0, 1.0)
+    return fast_asinh(radiance / dataset.ASINH_SCALE).div_(dataset.ASINH_RANGE).clamp_(-1.0, 1.0)
 
 
-def transfer_planes(planes, gains, offsets):
-    """`r' = gain·r + offset` on coded planes (P, H, W), one gain and offset per plane (P,).
+def transfer_planes_(planes, gains, offsets, work=None):
+    """`r' = gain·r + offset` on coded planes (P, H, W) **in place**, one gain and offset per plane (P,).
 
-    Written as asinh(gain·sinh(R·c) + offset/S)/R, in place on one fresh tensor:
-    the transfer is the costliest step of alignment on the CPU.
+    Written as asinh(gain·sinh(R·c) + offset/S)/R with no temporary but `work`
+    (same shape, scratch; allocated when not given).  The asinh is
+    copysign(log1p(|v|), v) with v = y + copysign(√(1 + y²) − 1, y): torch's
+    own `asinh` is a scalar loop on the CPU, 4x slower, and fresh full-size
+    temporaries cost more in page faults than the arithmetic itself.  It differs
+    from `torch.asinh` by < 1e-7 absolute.  Returns `planes`.
     """
-    moved = torch.sinh(planes * dataset.ASINH_RANGE)
-    moved = torch.addcmul((offsets / dataset.ASINH_SCALE)[:, None, None], moved, gains[:, None, None])
-    return moved.asinh_().div_(dataset.ASINH_RANGE).clamp_(-1.0, 1.0)
+    work = torch.empty_like(planes) if work is None else work
+    planes.mul_(dataset.ASINH_RANGE).sinh_()
+    planes.mul_(gains[:, None, None]).add_((offsets / dataset.ASINH_SCALE)[:, None, None])
+    torch.hypot(planes, torch.ones((), dtype=planes.dtype, device=planes.device), out=work)
+    work.sub_(1.0).copysign_(planes).add_(planes)
+    planes.copy_(work).abs_().log1p_().copysign_(work)
+    return planes.div_(dataset.ASINH_RANGE).clamp_(-1.0, 1.0)
 
 
 def calibrate(coded, gains, offsets):
@@ -121,20 +137,61 @@ def calibrate(coded, gains, offsets):
     gains, offsets = gains.reshape(-1).to(planes.dtype), offsets.reshape(-1).to(planes.dtype)
     need = (gains != 1) | (offsets != 0)
     out = planes.clone()
-    if bool(need.all()):
-        out = transfer_planes(planes, gains, offsets)
-    elif bool(need.any()):
+    if bool(need.any()):
         index = need.nonzero().squeeze(1)
-        out[index] = transfer_planes(planes[index], gains[index], offsets[index])
+        out[index] = transfer_planes_(planes[index].clone(), gains[index], offsets[index])
     return out.reshape(shape)
 
-# %% ../nbs/suvi_fill/30_align.ipynb 22
+# %% ../nbs/suvi_fill/30_align.ipynb 23
 def disk_crop(height: int, width: int, radius: float) -> tuple[int, int, int, int]:
     "(row0, row1, col0, col1): the slice holding a centred disk of `radius` px plus a 1 px margin."
     cy, cx = (height - 1) / 2, (width - 1) / 2
     reach = float(radius) + 1.0
     return (max(0, math.floor(cy - reach)), min(height, math.ceil(cy + reach) + 1),
             max(0, math.floor(cx - reach)), min(width, math.ceil(cx + reach) + 1))
+
+
+def disk_geometry(b0: float, radius: float, height: int, width: int, crop=None,
+                  distance: float = OBSERVER_DISTANCE, device=None) -> dict:
+    """The dt-independent part of the mapping for one sample, on `crop` (default: whole image).
+
+    The sphere point under each pixel, in the solar frame's terms: west `x`,
+    `meridian`, the latitude's share of y and z (`north`, `toward`), the synodic
+    `rate` (rad/s), and `on_disk`; plus what `frame_grid` needs to project back.
+    """
+    row0, row1, col0, col1 = crop if crop is not None else (0, height, 0, width)
+    h, w = row1 - row0, col1 - col0
+    cy, cx = (height - 1) / 2, (width - 1) / 2
+    radius, tilt = float(radius), math.radians(float(b0))
+    sin_b, cos_b = math.sin(tilt), math.cos(tilt)
+    cols = (torch.arange(col0, col1, device=device, dtype=torch.float32) - cx) / radius
+    rows = (torch.arange(row0, row1, device=device, dtype=torch.float32) - cy) / radius
+    x, y, z, on_disk = disk_to_sphere(cols[None, :].expand(h, w), rows[:, None].expand(h, w), distance)
+    sin_lat = y * cos_b + z * sin_b
+    meridian = z * cos_b - y * sin_b
+    return {"x": x, "meridian": meridian, "north": sin_lat * cos_b, "toward": sin_lat * sin_b,
+            "rate": synodic_rate(sin_lat), "on_disk": on_disk, "sin_b": sin_b, "cos_b": cos_b,
+            "distance": distance,
+            # grid = position * scale + shift, per axis, normalised to the crop (align_corners=True)
+            "scale": (2.0 * radius / max(w - 1, 1), 2.0 * radius / max(h - 1, 1)),
+            "shift": (2.0 * (cx - col0) / max(w - 1, 1) - 1.0, 2.0 * (cy - row0) / max(h - 1, 1) - 1.0)}
+
+
+def frame_grid(geometry: dict, dts):
+    """Per frame: rotate by delta = −rate·dt and project back.  `dts` (N,) s ->
+    (`grid` (N, h, w, 2) for `grid_sample`, `covered` (N, h, w))."""
+    g = geometry
+    delta = g["rate"] * (-dts.float())[:, None, None]
+    cos_d, sin_d = torch.cos(delta), torch.sin_(delta)
+    x2 = torch.addcmul(g["x"] * cos_d, g["meridian"], sin_d)
+    meridian2 = cos_d.mul_(g["meridian"]).addcmul_(g["x"], sin_d, value=-1.0)
+    y2 = torch.add(g["north"], meridian2, alpha=-g["sin_b"])
+    z2 = meridian2.mul_(g["cos_b"]).add_(g["toward"])
+    p, q, covered = sphere_to_disk(x2, y2, z2, g["distance"])
+    grid = torch.empty(*p.shape, 2, device=p.device, dtype=torch.float32)
+    torch.add(p * g["scale"][0], g["shift"][0], out=grid[..., 0])
+    torch.add(q * g["scale"][1], g["shift"][1], out=grid[..., 1])
+    return grid, covered
 
 
 def source_grid(dts, b0: float, radius: float, height: int, width: int, crop=None,
@@ -147,36 +204,11 @@ def source_grid(dts, b0: float, radius: float, height: int, width: int, crop=Non
     and `covered` (N, h, w): a pixel is rotated where both hold, and
     `on_disk & ~covered` is a source behind the limb.
     """
-    row0, row1, col0, col1 = crop if crop is not None else (0, height, 0, width)
-    h, w = row1 - row0, col1 - col0
-    device = dts.device
-    cy, cx = (height - 1) / 2, (width - 1) / 2
-    radius, tilt = float(radius), math.radians(float(b0))
-    sin_b, cos_b = math.sin(tilt), math.cos(tilt)
-    # Per sample: the sphere under each pixel, its latitude and rate.
-    cols = (torch.arange(col0, col1, device=device, dtype=torch.float32) - cx) / radius
-    rows = (torch.arange(row0, row1, device=device, dtype=torch.float32) - cy) / radius
-    x, y, z, on_disk = disk_to_sphere(cols[None, :].expand(h, w), rows[:, None].expand(h, w), distance)
-    sin_lat = y * cos_b + z * sin_b
-    meridian = z * cos_b - y * sin_b
-    rate = synodic_rate(sin_lat)
-    north, toward = sin_lat * cos_b, sin_lat * sin_b
-    # Per frame: the rotation by delta = -rate * dt and the projection back.
-    delta = rate * (-dts.float())[:, None, None]
-    cos_d, sin_d = torch.cos(delta), torch.sin(delta)
-    x2 = torch.addcmul(x * cos_d, meridian, sin_d)
-    meridian2 = torch.addcmul(meridian * cos_d, x, sin_d, value=-1.0)
-    y2 = torch.add(north, meridian2, alpha=-sin_b)
-    z2 = torch.add(toward, meridian2, alpha=cos_b)
-    p, q, covered = sphere_to_disk(x2, y2, z2, distance)
-    # Source pixel position, normalised to the crop (align_corners=True).
-    grid = torch.empty(dts.shape[0], h, w, 2, device=device, dtype=torch.float32)
-    sx, sy = 2.0 * radius / max(w - 1, 1), 2.0 * radius / max(h - 1, 1)
-    torch.add(p * sx, 2.0 * (cx - col0) / max(w - 1, 1) - 1.0, out=grid[..., 0])
-    torch.add(q * sy, 2.0 * (cy - row0) / max(h - 1, 1) - 1.0, out=grid[..., 1])
-    return grid, on_disk, covered
+    geometry = disk_geometry(b0, radius, height, width, crop, distance, dts.device)
+    grid, covered = frame_grid(geometry, dts)
+    return grid, geometry["on_disk"], covered
 
-# %% ../nbs/suvi_fill/30_align.ipynb 26
+# %% ../nbs/suvi_fill/30_align.ipynb 27
 def _check(stack, dts, valid, gains, offsets, b0, radius):
     if stack.dim() != 5:
         raise ValueError(f"align_stack: stack must be (B, T, bands, H, W), got shape {tuple(stack.shape)}")
@@ -189,12 +221,10 @@ def _check(stack, dts, valid, gains, offsets, b0, radius):
                              f"{tuple(stack.shape)}, got {tuple(value.shape)}")
 
 
-def _select(frames, mask):
-    "`frames[mask]` as a view when the mask selects every frame, else a copy, and the index."
-    if bool(mask.all()):
-        return frames, None
-    index = mask.nonzero().squeeze(1)
-    return frames[index], index
+#: Frames per grid on the CPU: one at a time keeps every temporary small enough
+#: to be reused from the allocator rather than page-faulted in afresh (at 640 px a
+#: sample's whole grid is ~10 MB a tensor); CUDA takes a sample's frames at once.
+CPU_FRAMES_PER_GRID = 1
 
 
 def align_stack(stack, dts, valid, gains, offsets, b0, radius, *, return_coverage=False,
@@ -222,37 +252,42 @@ def align_stack(stack, dts, valid, gains, offsets, b0, radius, *, return_coverag
     dts = dts.to(device=device, dtype=torch.float32)
     gains = gains.to(device=device, dtype=torch.float32)
     offsets = offsets.to(device=device, dtype=torch.float32)
+    # Host-side decisions, one transfer each: which planes to re-code, which frames to move.
+    transfer = (valid[..., None] & ((gains != 1) | (offsets != 0))).cpu()
+    moving = (valid & (dts != 0)).cpu()
     b0_list, radius_list = b0.detach().cpu().double().tolist(), radius.detach().cpu().double().tolist()
+    per_grid = depth if device.type == "cuda" else CPU_FRAMES_PER_GRID
     with torch.autocast(device.type, enabled=False):
-        transfer = valid[..., None] & ((gains != 1) | (offsets != 0))
-        moving = valid & (dts != 0)
+        work = None
         for b in range(batch):
-            planes = transfer[b].reshape(-1)
-            if bool(planes.any()):
-                out[b] = calibrate(out[b], torch.where(transfer[b], gains[b], 1.0),
-                                   torch.where(transfer[b], offsets[b], 0.0))
-            frames = moving[b]
-            if not bool(frames.any()):
+            planes = transfer[b].nonzero()
+            if len(planes) and device.type == "cuda":
+                t, k = planes[:, 0].to(device), planes[:, 1].to(device)
+                out[b, t, k] = transfer_planes_(out[b, t, k], gains[b, t, k], offsets[b, t, k])
+            elif len(planes):
+                work = torch.empty(1, height, width, dtype=torch.float32) if work is None else work
+                for t, k in planes.tolist():
+                    transfer_planes_(out[b, t, k][None], gains[b, t, k, None], offsets[b, t, k, None], work)
+            frames = moving[b].nonzero().squeeze(1)
+            if not len(frames):
                 continue
             row0, row1, col0, col1 = crop = disk_crop(height, width, radius_list[b])
-            window = out[b, :, :, row0:row1, col0:col1]
-            source, index = _select(window, frames)
-            grid, on_disk, covered = source_grid(dts[b][frames], b0_list[b], radius_list[b], height, width,
-                                                 crop, distance)
-            sampled = F.grid_sample(source, grid, mode="bilinear", padding_mode="border", align_corners=True)
-            rotated = torch.where((covered & on_disk)[:, None], sampled, source)
-            cover = (covered | ~on_disk).float()
-            if index is None:
-                window.copy_(rotated)
-                coverage[b, :, row0:row1, col0:col1] = cover
-            else:
-                out[b, index, :, row0:row1, col0:col1] = rotated
-                coverage[b, index, row0:row1, col0:col1] = cover
+            geometry = disk_geometry(b0_list[b], radius_list[b], height, width, crop, distance, device)
+            keep_off = ~geometry["on_disk"]
+            for chunk in frames.split(per_grid):
+                index = chunk.to(device)
+                grid, covered = frame_grid(geometry, dts[b, index])
+                window = out[b, index, :, row0:row1, col0:col1]
+                sampled = F.grid_sample(window, grid, mode="bilinear", padding_mode="border",
+                                        align_corners=True)
+                keep = covered.logical_and_(geometry["on_disk"])[:, None]
+                out[b, index, :, row0:row1, col0:col1] = torch.where(keep, sampled, window)
+                coverage[b, index, row0:row1, col0:col1] = (keep[:, 0] | keep_off).float()
     if return_coverage:
         return out, coverage
     return out
 
-# %% ../nbs/suvi_fill/30_align.ipynb 28
+# %% ../nbs/suvi_fill/30_align.ipynb 29
 def feature_disk(height, width, radius, b0, features, distance=OBSERVER_DISTANCE):
     """A synthetic (H, W) float32 frame in [0, ~1.5]: disk, features, corona.
 
@@ -283,7 +318,7 @@ def rotated(features, dt, b0=0.0):
     return [(lat, lon + math.degrees(synodic_rate(math.sin(math.radians(lat)))) * dt, w, a)
             for lat, lon, w, a in features]
 
-# %% ../nbs/suvi_fill/30_align.ipynb 37
+# %% ../nbs/suvi_fill/30_align.ipynb 38
 def sunpy_rotate(image, dt, b0, radius, when="2026-03-20T00:00:00", distance=OBSERVER_DISTANCE):
     """Derotate one (H, W) frame by `dt` s (target − frame) with sunpy; NaN where sunpy has no value.
 
