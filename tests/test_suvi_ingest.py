@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from astropy.io import fits as afits
 
-from conftest import run, tool
+from conftest import ROOT, run, tool
 from suvi_fill import dataset, fits, ingest, paths, segments
 
-FIXTURE = Path("/work/shared/fixtures/suvi/"
-               "dr_suvi-l2-ci195_g16_s20190403T093200Z_e20190403T093600Z_v1-0-0_rebinned.header")
+FIXTURE = (ROOT / "tests/data/suvi" /
+           "dr_suvi-l2-ci195_g16_s20190403T093200Z_e20190403T093600Z_v1-0-0_rebinned.header")
 DAY = "2024-03-01"
 
 
