@@ -69,6 +69,27 @@ def choose_anchors(usable: np.ndarray, offsets, target_column: int) -> dict:
     return chosen
 
 # %% ../nbs/suvi_fill/33_samples.ipynb 10
+def _read_band(shard, i: int, b: int, out: np.ndarray) -> None:
+    "`out[...] = shard.band(i, b)`, without the intermediate plane when `Shard.band` takes `out=`."
+    if _takes_out(type(shard)):
+        shard.band(i, b, out=out)
+    else:
+        out[...] = shard.band(i, b)
+
+
+_TAKES_OUT: dict = {}
+
+
+def _takes_out(kind) -> bool:
+    if kind not in _TAKES_OUT:
+        import inspect
+        try:
+            _TAKES_OUT[kind] = "out" in inspect.signature(kind.band).parameters
+        except (TypeError, ValueError, AttributeError):
+            _TAKES_OUT[kind] = False
+    return _TAKES_OUT[kind]
+
+
 def _find_calibration(shards) -> dict:
     "The `calibration` of the manifest.json beside the shards (the first one found)."
     tried = []
@@ -253,7 +274,7 @@ class Sampler:
             local = int(own["local"][where])
             bands = anchors[(col, delta)]
             for b in np.flatnonzero(bands):
-                stack[k, b] = shard.band(local, int(b))
+                _read_band(shard, local, int(b), stack[k, b])
             present[k] = bands
             gains[k], offsets[k] = self.transfer(sat, satellite)
             dts[k] = target_time - float(own["time"][where])
