@@ -71,7 +71,7 @@ def disk_to_sphere(p, q, distance: float = OBSERVER_DISTANCE):
 def sphere_to_disk(x, y, z, distance: float = OBSERVER_DISTANCE):
     "Point of the unit sphere -> image-plane position (radius units) and whether it faces the observer."
     k, dhat = perspective(distance)
-    scale = 1.0 / (dhat - k * z)
+    scale = (z * -k).add_(dhat).reciprocal_()
     limb = 0.0 if math.isinf(distance) else 1.0 / distance
     return x * scale, y * scale, z >= limb - LIMB_TOLERANCE
 
@@ -189,8 +189,8 @@ def frame_grid(geometry: dict, dts):
     z2 = meridian2.mul_(g["cos_b"]).add_(g["toward"])
     p, q, covered = sphere_to_disk(x2, y2, z2, g["distance"])
     grid = torch.empty(*p.shape, 2, device=p.device, dtype=torch.float32)
-    torch.add(p * g["scale"][0], g["shift"][0], out=grid[..., 0])
-    torch.add(q * g["scale"][1], g["shift"][1], out=grid[..., 1])
+    torch.mul(p, g["scale"][0], out=grid[..., 0]).add_(g["shift"][0])
+    torch.mul(q, g["scale"][1], out=grid[..., 1]).add_(g["shift"][1])
     return grid, covered
 
 
@@ -275,14 +275,20 @@ def align_stack(stack, dts, valid, gains, offsets, b0, radius, *, return_coverag
             geometry = disk_geometry(b0_list[b], radius_list[b], height, width, crop, distance, device)
             keep_off = ~geometry["on_disk"]
             for chunk in frames.split(per_grid):
-                index = chunk.to(device)
+                if len(chunk) == 1:                    # a view: no gather, no scatter
+                    index = slice(int(chunk[0]), int(chunk[0]) + 1)
+                else:
+                    index = chunk.to(device)
                 grid, covered = frame_grid(geometry, dts[b, index])
                 window = out[b, index, :, row0:row1, col0:col1]
                 sampled = F.grid_sample(window, grid, mode="bilinear", padding_mode="border",
                                         align_corners=True)
                 keep = covered.logical_and_(geometry["on_disk"])[:, None]
-                out[b, index, :, row0:row1, col0:col1] = torch.where(keep, sampled, window)
-                coverage[b, index, row0:row1, col0:col1] = (keep[:, 0] | keep_off).float()
+                if isinstance(index, slice):
+                    window.copy_(torch.where(keep, sampled, window))
+                else:
+                    out[b, index, :, row0:row1, col0:col1] = torch.where(keep, sampled, window)
+                coverage[b, index, row0:row1, col0:col1] = torch.logical_or(keep[:, 0], keep_off)
     if return_coverage:
         return out, coverage
     return out
