@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 # %% auto 0
-__all__ = ['REPORT_SPLITS', 'load_report', 'list_generations', 'split_metrics', 'plot_reliability', 'plot_precision_recall',
-           'plot_gain_uplift', 'plot_split', 'report_browser']
+__all__ = ['REPORT_SPLITS', 'load_report', 'list_generations', 'split_metrics', 'evaluate_model_file', 'plot_reliability',
+           'plot_precision_recall', 'plot_gain_uplift', 'plot_split', 'report_browser']
 
 # %% ../nbs/szrank/24_plots.ipynb 4
 REPORT_SPLITS = ("validation", "test", "stress")
@@ -58,6 +58,18 @@ def split_metrics(report: dict, split: str) -> dict:
     return metrics
 
 # %% ../nbs/szrank/24_plots.ipynb 6
+def evaluate_model_file(model_path, snapshot_path, split: str, batch_size: int = 1024, device: str = "cpu") -> dict:
+    "Metrics (with the plot curves) of a published SZTRNK01 file on one split of an SZTXP001 snapshot."
+    from szrank.common import autocast_enabled, pick_device
+    from szrank.metrics import evaluate_ensemble
+    from szrank.modelfile import members_from_model
+    from szrank.snapshot import inspect_snapshot
+    device = pick_device(device)
+    snapshot = inspect_snapshot(snapshot_path, compute_digest=False)
+    members = members_from_model(model_path, device)
+    return evaluate_ensemble(snapshot, members, split, batch_size, 0, 0.0, autocast_enabled(device), device)
+
+# %% ../nbs/szrank/24_plots.ipynb 8
 def plot_reliability(metrics: dict, ax, count_ax=None) -> dict:
     "Reliability diagram on `ax`, bin counts as bars on `count_ax` (a twin of `ax` if None)."
     bins = metrics["calibration_bins"]
@@ -131,7 +143,7 @@ def plot_split(report: dict, split: str, figure=None):
     figure.tight_layout()
     return figure
 
-# %% ../nbs/szrank/24_plots.ipynb 10
+# %% ../nbs/szrank/24_plots.ipynb 14
 def report_browser(directory):
     "An ipywidgets dropdown of generation and split above the three plots of a published directory."
     import ipywidgets as widgets

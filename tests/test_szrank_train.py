@@ -131,3 +131,32 @@ def test_interrupt_exits_130_and_leaves_current(snapshot, tmp_path):
     assert process.returncode == 130, "".join(lines) + rest
     assert "Training interrupted; current.sztf was not changed." in rest
     assert (out / "current.sztf").read_bytes() == b"previous"
+
+
+def test_split_runs_file_and_deployment_all_runs(tmp_path):
+    "Other run ids through --split-runs; an extra run joins only the deployment retrain."
+    runs = {"train": "00000000-0000-4000-8000-000000000001", "validation": "00000000-0000-4000-8000-000000000002",
+            "test": "00000000-0000-4000-8000-000000000003", "stress": "00000000-0000-4000-8000-000000000004"}
+    extra = {"extra": "00000000-0000-4000-8000-000000000005"}
+    import numpy as np
+    from szrank.demo import synthesize_run
+    corpus = np.concatenate([synthesize_corpus(runs, seed=3, records=TINY),
+                             synthesize_run(np.random.default_rng(4), extra["extra"], 128)])
+    snapshot = tmp_path / "other.sztx"
+    write_stream(snapshot, corpus)
+    split_file = tmp_path / "splits.json"
+    split_file.write_text(json.dumps(runs))
+    common = [tool("szrank"), "train", "--snapshot", str(snapshot), *FAST, "--minimum-gate-records", "1",
+              "--force-deploy", "--max-records-per-split", "128"]
+    unknown = run(common + ["--output-directory", str(tmp_path / "a")])
+    assert unknown.returncode == 2 and "Transformer training failed:" in unknown.stderr
+    refused_extra = run(common + ["--output-directory", str(tmp_path / "b"), "--split-runs", str(split_file)])
+    assert refused_extra.returncode == 2 and extra["extra"] in refused_extra.stderr
+    result = run(common + ["--output-directory", str(tmp_path / "c"), "--split-runs", str(split_file),
+                           "--deployment-all-runs"])
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "c" / "report.json").read_text())
+    assert report["split_runs"] == runs and report["deployment_all_runs"] is True
+    assert report["split_records"]["deployment_extra"] == 128
+    assert report["deployment_training_history"][0]["training"]["records"] == 4 * 128 + 128
+    assert report["report_training_history"][0]["training"]["records"] == 128
