@@ -1,0 +1,60 @@
+"""load_learned on the checkpoints the real trainer writes: a tiny synthetic archive,
+`suvi-fill synth | build | profile | train`, then load, predict, and refuse a layout change."""
+import numpy as np
+import pytest
+import torch
+
+from conftest import run, tool
+from suvi_fill import align, availability, model, samples, segments
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    base = tmp_path_factory.mktemp("trained")
+    steps = [
+        ["synth", "--out", str(base / "archive"), "--days", "2", "--resolution", "32", "--seed", "3"],
+        ["build", "--source", str(base / "archive"), "--out", str(base / "shards")],
+        ["profile", "--shards", str(base / "shards")],
+        ["train", "--shards", str(base / "shards"), "--manifest", str(base / "shards" / "manifest.json"),
+         "--out", str(base / "run"), "--max-steps", "2", "--batch", "2", "--workers", "0", "--base", "8",
+         "--depth", "2", "--relative", "--attention", "--val-samples", "2", "--eval-every", "1",
+         "--epochs", "1", "--warmup", "1", "--device", "cpu"],
+    ]
+    for arguments in steps:
+        result = run([tool("suvi-fill"), *arguments], timeout=300)
+        assert result.returncode == 0, f"suvi-fill {arguments[0]} failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
+    return base
+
+
+def test_load_learned_reads_the_trainer_checkpoints(trained):
+    net = model.load_learned(trained / "run" / "last.pt")
+    assert net.config == dict(base=8, depth=2, relative=True, corr_flow=False, attention=True)
+    assert net.offsets == samples.OFFSETS and not net.training
+    state = torch.load(trained / "run" / "last.pt", weights_only=True)
+    assert all(torch.equal(net.state_dict()[k], v) for k, v in state["model"].items())
+    # It predicts on a real sample, through alignment.
+    shards = segments.corpus_shards(trained / "shards")
+    try:
+        trace = availability.Availability.load(trained / "shards" / "availability.npz")
+        sampler = samples.Sampler(shards, (16, 18), trace, seed=0, offsets=net.offsets)
+        targets = sampler.targets()
+        items = [samples.to_tensors(sample, torch) for sample in
+                 (sampler.build(*targets[k], np.random.default_rng(k)) for k in range(0, len(targets), 97))
+                 if sample is not None][:3]
+    finally:
+        for shard in shards.values():
+            shard.close()
+    batch = samples.collate(items)
+    aligned = align.align_stack(batch["stack"], batch["dts"], batch["condition"][..., model.AVAILABLE],
+                                batch["gains"], batch["offsets"], batch["b0"], batch["radius"])
+    with torch.no_grad():
+        prediction = net(aligned, batch["condition"], batch["present"])
+    assert prediction.shape == batch["target"].shape and torch.isfinite(prediction).all()
+
+
+def test_load_learned_refuses_a_trainer_checkpoint_of_another_layout(trained, tmp_path):
+    state = torch.load(trained / "run" / "best.pt", weights_only=True)
+    state["args"]["cond_layout"] = list(model.COND_LAYOUT[:-1])        # trained before log_abs_dt existed
+    torch.save(state, tmp_path / "older.pt")
+    with pytest.raises(ValueError, match="older.pt: trained under conditioning layout"):
+        model.load_learned(tmp_path / "older.pt")
