@@ -34,7 +34,7 @@ setuptools.setup(
     include_package_data=True,
     package_data={"szrank": ["data/*"], "suvi_fill": ["data/*"]},
     install_requires=requirements,
-    extras_require={"dev": dev_requirements, "sunpy": ["sunpy>=6.0"]},
+    extras_require={"dev": dev_requirements, "sunpy": ["sunpy[map,image]>=6.0"]},
     entry_points={"console_scripts": console_scripts},
     zip_safe=False,
 )

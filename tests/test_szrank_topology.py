@@ -12,9 +12,7 @@ from szrank.topology import (STAR_CYCLE, TOPOLOGIES, TOPOLOGY_COUNT, canonical_f
                              enumerate_labelled, link_orders, load_topologies, orient, read_triangulation,
                              surface_summary, topology_index, topology_links)
 
-FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "szilassi" / "k12_genus6_triangulation.txt"
-if not FIXTURE.exists():
-    FIXTURE = Path("/work/shared/fixtures/szilassi/k12_genus6_triangulation.txt")
+FIXTURE = Path(__file__).resolve().parent / "data" / "szilassi" / "k12_genus6_triangulation.txt"
 SLOW = os.environ.get("SZRANK_SLOW") == "1"     # the full enumeration takes minutes in pure Python
 
 
