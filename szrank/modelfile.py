@@ -250,7 +250,7 @@ def load_model(source) -> ModelFile:
         members.append(tensors)
     return ModelFile(header, tuple(members), hashlib.sha256(data).hexdigest())
 
-# %% ../nbs/szrank/22_modelfile.ipynb 16
+# %% ../nbs/szrank/22_modelfile.ipynb 18
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default
 
 
@@ -334,7 +334,7 @@ def reference_forward(model, face, global_features, topology) -> dict:
     names = ("improvement_probability", "gain", "plane_probability", "move_probability", "scale_probability")
     return {name: total / len(model.members) for name, total in zip(names, sums)}
 
-# %% ../nbs/szrank/22_modelfile.ipynb 18
+# %% ../nbs/szrank/22_modelfile.ipynb 23
 def members_from_model(model, device="cpu") -> list:
     "Build torch `RankerMember`s (eval mode) holding an SZTRNK01 model's weights."
     import torch
@@ -350,7 +350,7 @@ def members_from_model(model, device="cpu") -> list:
         members.append(member.to(device).eval())
     return members
 
-# %% ../nbs/szrank/22_modelfile.ipynb 20
+# %% ../nbs/szrank/22_modelfile.ipynb 25
 def report_bytes(report: dict) -> bytes:
     "A report as the sorted, indented UTF-8 JSON the publisher writes."
     return (json.dumps(report, ensure_ascii=False, indent=2, sort_keys=True) + "\n").encode("utf-8")

@@ -166,7 +166,7 @@ def train_ensemble(snapshot: SnapshotInfo, members: list, splits: set, epochs: i
             member.load_state_dict(state)
     return history, best_epoch
 
-# %% ../nbs/szrank/23_train.ipynb 6
+# %% ../nbs/szrank/23_train.ipynb 8
 DESCRIPTION = "Train, gate and publish the Szilassi proposal transformer ensemble (CPU or CUDA)."
 
 
@@ -239,7 +239,7 @@ def validate_options(args: argparse.Namespace) -> None:
     if getattr(args, "threads", 0) < 0:
         raise ValueError("--threads cannot be negative")
 
-# %% ../nbs/szrank/23_train.ipynb 9
+# %% ../nbs/szrank/23_train.ipynb 11
 GATE_FAILED = 4   # the seed's exit code for a model the statistical gate refused
 FAILED = 2
 INTERRUPTED = 130
