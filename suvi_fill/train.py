@@ -813,5 +813,18 @@ def train_command(parser):
     return train
 
 
+def _module_main():
+    "`python -m suvi_fill.train` / torchrun: failures as one line and exit 2, as `suvi-fill train`."
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print("suvi_fill.train: interrupted", file=sys.stderr, flush=True)
+        return 130
+    except (RuntimeError, ValueError, OSError, EOFError) as exc:
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"suvi_fill.train: error: {message}", file=sys.stderr, flush=True)
+        return 2
+
+
 if __name__ == "__main__" and "__file__" in globals():
-    sys.exit(main())
+    sys.exit(_module_main())

@@ -88,8 +88,9 @@ def test_trainer_gives_up_without_a_slice(corpus, tmp_path):
                str(corpus / "manifest.json"), "--out", str(tmp_path / "run"), *TINY,
                "--pool", str(empty), "--steps-per-epoch", "4", "--max-steps", "4"]
     result = run(command, env={**ENV, "SUVI_FILL_POOL_WAIT": "1"}, cwd=ROOT)
-    assert result.returncode != 0
+    assert result.returncode == 2, result.stderr
     assert f"no slice in {empty} after 1 s: is the producer running?" in result.stderr
+    assert "suvi_fill.train: error: no slice in" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_producer_and_trainer_together(corpus, tmp_path):
