@@ -1,0 +1,46 @@
+"""The filler inspector's plotting functions, headless (Agg), on bench samples of the tiny
+corpus: one truth/output row and one error row per lost band, titles with the bench's
+per-band PSNR, error maps on one symmetric scale; and the widget builds."""
+import matplotlib
+matplotlib.use("Agg")
+import numpy as np
+
+from test_suvi_fillers import fill_corpus, test_samples  # noqa: F401 (fixtures)
+
+
+def test_comparison_content(test_samples):
+    from suvi_fill import paths
+    from suvi_fill.bench import band_psnr
+    from suvi_fill.filler_inspector import comparison, plot_comparison, predictions_for, sample_title
+    from suvi_fill.fillers import make_filler
+    fillers = {n: make_filler(n) for n in ("nearest", "optical_flow", "blend")}
+    for sample in test_samples[:3]:
+        predictions = predictions_for(sample, fillers)
+        rows = comparison(sample, predictions)
+        lost = [paths.WAVELENGTHS[b] for b in np.flatnonzero(sample["lost"])]
+        assert [r["band"] for r in rows] == lost
+        for row in rows:
+            b = paths.BAND_INDEX[row["band"]]
+            for name, prediction in predictions.items():
+                assert row["psnr"][name] == band_psnr(prediction, sample["target"])[b]
+                assert np.allclose(row["errors"][name], row["outputs"][name] - row["truth"])
+                assert np.abs(row["errors"][name]).max() <= row["limit"] + 1e-12
+        figure = plot_comparison(sample, predictions, title=sample_title(sample))
+        assert len(figure.axes) == 2 * len(rows) * 4
+        titles = [ax.get_title() for ax in figure.axes]
+        assert titles[0] == f"truth {rows[0]['band']} Å"
+        assert titles[1] == f"nearest {rows[0]['psnr']['nearest']:.2f} dB"
+        assert titles[4 + 2] == "optical_flow error"
+        image = figure.axes[4 + 1].images[0]
+        assert image.get_cmap().name == "RdBu_r" and image.get_clim() == (-rows[0]["limit"], rows[0]["limit"])
+        assert f"g{sample['satellite']}" in figure._suptitle.get_text()
+
+
+def test_widget_builds(fill_corpus):
+    from suvi_fill.filler_inspector import filler_inspector
+    widget = filler_inspector(fill_corpus, gaps=(1, 10000))
+    controls = widget.children[0].children
+    assert [c.description for c in controls] == ["split", "gap", "sample"]
+    assert "samples" in widget.children[1].value
+    controls[1].value = 10000
+    assert "too short" in widget.children[1].value
