@@ -10,7 +10,9 @@ import shutil
 from pathlib import Path
 
 # %% auto 0
-__all__ = ['DEFAULT_OUT', 'DEMO_DAYS', 'DEMO_RESOLUTION', 'DEMO_SEED', 'DEMO_SPAN_MIN', 'corpus_stage', 'demo_command']
+__all__ = ['DEFAULT_OUT', 'DEMO_DAYS', 'DEMO_RESOLUTION', 'DEMO_SEED', 'DEMO_SPAN_MIN', 'DEMO_TRAIN', 'DEMO_GAPS', 'DEMO_SAMPLES',
+           'DEMO_FRAMES', 'DEMO_RGB', 'STAGES', 'corpus_stage', 'train_stage', 'bench_stage', 'render_stage',
+           'demo_command']
 
 # %% ../nbs/suvi_fill/90_demo.ipynb 3
 DEFAULT_OUT = Path("demo-out/suvi_fill")
@@ -66,16 +68,144 @@ def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESO
         print("  " + line)
     return shards
 
+# %% ../nbs/suvi_fill/90_demo.ipynb 5
+#: Training settings of the demo: a small net, a short schedule, CPU.  lr 3e-4 with a
+#: 20-step warmup is the fastest rate at which this net's loss still falls steadily at
+#: batch 4 (1e-3 overshoots within 40 steps); evals every 30 steps keep the history
+#: legible; no plateau decay in a run this short.
+DEMO_TRAIN = ("--base", "8", "--depth", "2", "--batch", "4", "--workers", "0", "--val-samples", "12",
+              "--max-steps", "90", "--eval-every", "30", "--warmup", "20", "--lr", "3e-4",
+              "--plateau-evals", "0", "--epochs", "100", "--seed", "0")
+#: Gaps (slots) of the demo bench, and samples per gap.
+DEMO_GAPS = (1, 4, 16)
+DEMO_SAMPLES = 8
+#: Rendered frames: this many slots of GOES-16 around the first lost 171 Å frame.
+DEMO_FRAMES = 12
+DEMO_RGB = (304, 171, 195)
+STAGES = ("corpus", "train", "bench", "render")
 
+
+def _sha256(path) -> str:
+    import hashlib
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
+    "Train the demo model into `out/run` (or reuse a finished run); returns `best.pt`."
+    from szrank.common import CliError, atomic_write_json
+    from suvi_fill import segments, train
+    run_dir = Path(out) / "run"
+    record_path = run_dir / "demo_train.json"
+    digest = segments.load_manifest(shards / segments.MANIFEST)["digest"]
+    settings = list(DEMO_TRAIN) + ["--device", device]
+    try:
+        record = json.loads(record_path.read_text())
+    except (OSError, ValueError):
+        record = None
+    if record and record.get("manifest") == digest and record.get("settings") == settings \
+            and (run_dir / "best.pt").exists():
+        print(f"[train] reusing the finished run in {run_dir} (exit {record['status']})")
+        return run_dir / "best.pt"
+    if run_dir.exists():
+        shutil.rmtree(run_dir)                    # unfinished, or another corpus / settings: redo cleanly
+    argv = ["--shards", str(shards), "--manifest", str(shards / segments.MANIFEST), "--out", str(run_dir),
+            *settings]
+    print(f"[train] suvi-fill train {' '.join(argv)}")
+    try:
+        status = train.main(argv)
+    except SystemExit as exc:
+        raise CliError(f"training refused: {exc}") from None
+    if not (run_dir / "best.pt").exists():
+        raise CliError(f"training wrote no {run_dir / 'best.pt'} (exit {status})")
+    atomic_write_json(record_path, {"manifest": digest, "settings": settings, "status": int(status)})
+    print(f"[train] exit {status} -> {run_dir / 'best.pt'}" + ("  (ABORT guard: best.pt is the best eval)"
+                                                               if status == 1 else ""))
+    return run_dir / "best.pt"
+
+
+def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True) -> dict:
+    "Bench every filler into `out/bench` (or reuse a bench of this corpus and checkpoint); returns bench.json."
+    from suvi_fill import availability, bench, segments
+    from suvi_fill.fillers import make_filler
+    where = Path(out) / "bench"
+    manifest = segments.load_manifest(shards / segments.MANIFEST)
+    sha = _sha256(checkpoint)
+    try:
+        previous = json.loads((where / bench.BENCH_JSON).read_text())
+    except (OSError, ValueError):
+        previous = None
+    if previous and previous.get("manifest") == manifest["digest"] and previous.get("checkpoint_sha256") == sha \
+            and previous.get("gaps") == list(DEMO_GAPS) and previous.get("requested_samples") == DEMO_SAMPLES \
+            and all((where / n).exists() for n in (bench.BENCH_MD, bench.BENCH_PNG)):
+        print(f"[bench] reusing {where / bench.BENCH_JSON}")
+        return previous
+    trace = availability.Availability.load(shards / availability.AVAILABILITY)
+    fillers = {n: make_filler(n, checkpoint=checkpoint, device=device) for n in bench.FILLER_ORDER}
+    result = bench.run_bench(shards, manifest, trace, fillers, DEMO_GAPS, DEMO_SAMPLES, device=device,
+                             progress=progress)
+    result["checkpoint"], result["checkpoint_sha256"] = str(checkpoint), sha
+    bench.write_outputs(result, where)
+    print(f"[bench] {sum(result['samples'].values())} samples in {result['seconds']} s -> {where}")
+    return result
+
+
+def render_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True) -> dict:
+    "Render `DEMO_FRAMES` RGB frames of GOES-16 around its first lost 171 Å frame, and their movie."
+    from szrank.common import atomic_write_json
+    from suvi_fill import dataset, paths, render, segments
+    from suvi_fill.fillers import make_filler
+    where = Path(out) / "render"
+    if where.exists():
+        shutil.rmtree(where)                      # a few frames: always redone, cleanly
+    manifest = segments.load_manifest(shards / segments.MANIFEST)
+    names = sorted(n for n, info in manifest["shards"].items() if int(info["satellite"]) == 16)
+    with dataset.Shard(shards / names[0]) as shard:
+        lost = [int(s) for s, p in zip(shard.slots, shard.present[:, paths.BAND_INDEX[171]]) if not p]
+        start = (lost[0] if lost else int(shard.slots[0])) - DEMO_FRAMES // 3
+    filler = make_filler("learned", checkpoint=checkpoint, device=device)
+    index = render.render_frames(shards, 16, start, start + DEMO_FRAMES, DEMO_RGB, filler, where,
+                                 progress=progress)
+    index["checkpoint"] = str(checkpoint)
+    index["movie"] = str(render.write_movie(where, index, where / "movie.mp4"))
+    atomic_write_json(where / "render.json", index)
+    c = index["counts"]
+    print(f"[render] {len(index['frames'])} frames ({c['stored']} stored, {c['filled']} filled, "
+          f"{c['missing']} missing) and movie.mp4 -> {where}")
+    return index
+
+# %% ../nbs/suvi_fill/90_demo.ipynb 6
 def demo_command(parser):
-    "`suvi-fill demo [--out DIR]`."
+    "`suvi-fill demo [--out DIR] [--until STAGE]`."
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
+    parser.add_argument("--until", choices=STAGES, default=STAGES[-1],
+                        help="stop after this stage (corpus = synth, build, profile, inspect)")
+    parser.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"),
+                        help="device for training, bench and render (default cpu)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
     def run(args) -> int:
+        import time
         import suvi_fill
+        from suvi_fill.bench import format_tables
+        started = time.perf_counter()
+        stop = STAGES.index(args.until)
         print(f"suvi_fill {suvi_fill.__version__}: demo output directory {args.out}")
-        corpus_stage(args.out, progress=not args.quiet)
-        print(f"done: archive {args.out / 'archive'}, corpus {args.out / 'shards'}")
+        shards = corpus_stage(args.out, progress=not args.quiet)
+        done = [f"archive {args.out / 'archive'}", f"corpus {shards}"]
+        if stop >= 1:
+            checkpoint = train_stage(args.out, shards, args.device)
+            done.append(f"training run {checkpoint.parent} (best.pt, history.jsonl)")
+        if stop >= 2:
+            result = bench_stage(args.out, shards, checkpoint, args.device, progress=not args.quiet)
+            print(format_tables(result).split("\n## ")[0].rstrip())
+            done.append(f"bench {args.out / 'bench'} (bench.json, bench.md, bench.png)")
+        if stop >= 3:
+            render_stage(args.out, shards, checkpoint, args.device, progress=not args.quiet)
+            done.append(f"frames {args.out / 'render'} (PNG + sidecar JSON, render.json, movie.mp4)")
+        print(f"done in {time.perf_counter() - started:.0f} s:\n  " + "\n  ".join(done))
         return 0
     return run
