@@ -21,8 +21,11 @@ from szrank.stream import (FACE_COUNT, FACE_FEATURES, GLOBAL_FEATURES, MOVE_COUN
 # %% auto 0
 __all__ = ['DEFAULT_OUT', 'DEMO_SEED', 'ARCHIVE_NAME', 'DEMO_RECORDS', 'STRESS_SPREAD', 'NO_ACTION_FRACTION',
            'PLANE_POLICY_SCALE', 'MOVE_POLICY_SCALE', 'SCALE_POLICY_SCALE', 'QUALITY_WEIGHTS', 'DEMO_TRAINING',
-           'synthesize_run', 'shuffle_labels', 'synthesize_corpus', 'write_archive', 'replay', 'exporter_command',
-           'replay_main', 'demo_train_argv', 'format_metrics', 'run_demo', 'demo_command']
+           'DEMO_STAGES', 'SEARCH_SEED', 'SEARCH_RUNS', 'SEARCH_STEPS', 'SEARCH_REPLICAS', 'SEARCH_ITERATIONS',
+           'SEARCH_WORKERS', 'GATE_MINIMUM_RECORDS', 'SPLIT_NAMES', 'synthesize_run', 'shuffle_labels',
+           'synthesize_corpus', 'write_archive', 'replay', 'exporter_command', 'replay_main', 'demo_train_argv',
+           'format_metrics', 'report_training', 'run_synthetic_stage', 'search_exporter_command', 'search_train_argv',
+           'compare_policies', 'run_search_stage', 'run_demo', 'demo_command']
 
 # %% ../nbs/szrank/90_demo.ipynb 4
 DEFAULT_OUT = Path("demo-out/szrank")
@@ -185,41 +188,185 @@ def format_metrics(name: str, metrics: dict) -> str:
             f"(uniform {metrics['policy_uniform_cross_entropy']:.3f})")
 
 
-def run_demo(out: Path = DEFAULT_OUT, labels_shuffled: bool = False, device: str = "auto") -> int:
-    "The whole demo; returns `szrank train`'s exit code (0 published, 4 gate failed)."
+def _newest_rejected(model_directory: Path) -> Path | None:
+    "The trainer's latest rejected report in `model_directory` (each refusal writes a new one)."
+    rejected = sorted(Path(model_directory).glob("rejected_report_*.json"), key=lambda p: p.stat().st_mtime_ns)
+    return rejected[-1] if rejected else None
+
+
+def report_training(status: int, model_directory: Path, stage: str) -> None:
+    "Print what `szrank train` did: the metrics and the model when published, the gate's reasons when not."
+    model_directory = Path(model_directory).resolve()
+    if status == 0:
+        report = json.loads((model_directory / "report.json").read_text())
+        print(f"szrank demo [{stage}]: gate passed; reporting metrics of the ensemble trained on the train run:")
+        for split in ("validation", "test", "stress"):
+            print(format_metrics(split, report["reporting_metrics"][split]))
+        print(f"szrank demo [{stage}]: model {model_directory / 'current.sztf'} "
+              f"(generation {report['model_generation']}), report {model_directory / 'report.json'}", flush=True)
+    elif status == 4:
+        rejected = _newest_rejected(model_directory)
+        print(f"szrank demo [{stage}]: gate failed; nothing published, current.sztf untouched; "
+              f"report {rejected or '-'}")
+        if rejected is not None:
+            report = json.loads(rejected.read_text())
+            for split in ("validation", "test", "stress"):
+                print(format_metrics(split, report["reporting_metrics"][split]))
+            for reason in report["gate_reasons"]:
+                print(f"  gate: {reason}")
+        sys.stdout.flush()
+
+
+def run_synthetic_stage(out: Path, labels_shuffled: bool = False, device: str = "auto") -> int:
+    "The synthetic stage: corpus, replay exporter, train, gate, publish into `out/model`; train's exit code."
     from szrank.train import main as train_main
     out = Path(out)
     archive = write_archive(out / "archive", labels_shuffled=labels_shuffled)
     counts = ", ".join(f"{split} {count:,}" for split, count in DEMO_RECORDS.items())
-    print(f"szrank demo: synthetic corpus {archive} ({counts} records"
+    print(f"szrank demo [synthetic]: corpus {archive} ({counts} records"
           f"{'; labels shuffled' if labels_shuffled else ''})", flush=True)
     status = train_main(demo_train_argv(out, device))
-    model_directory = (out / "model").resolve()
-    if status == 0:
-        report = json.loads((model_directory / "report.json").read_text())
-        print("szrank demo: gate passed; reporting metrics of the ensemble trained on the train run:")
-        for split in ("validation", "test", "stress"):
-            print(format_metrics(split, report["reporting_metrics"][split]))
-        print(f"szrank demo: model {model_directory / 'current.sztf'} "
-              f"(generation {report['model_generation']}), report {model_directory / 'report.json'}")
-    elif status == 4:
-        rejected = sorted(model_directory.glob("rejected_report_*.json"), key=lambda p: p.stat().st_mtime)
-        print(f"szrank demo: gate failed; current.sztf untouched; report {rejected[-1] if rejected else '-'}")
+    report_training(status, out / "model", "synthetic")
+    return status
+
+# %% ../nbs/szrank/90_demo.ipynb 12
+DEMO_STAGES = ("synthetic", "search")
+SEARCH_SEED = 7                    # the search runs (and so the corpus) are deterministic for this seed
+SEARCH_RUNS = 6                    # the four split runs plus two more, all compared uniform vs guided
+SEARCH_STEPS = 1000                # records per run = per split: the gate's default 1000-record minimum
+SEARCH_REPLICAS = 2                # rollout chains per proposal: half the default, to keep the stage ~1 min
+SEARCH_ITERATIONS = 4              # rollout iterations per chain (9 evaluations per step with 2 replicas)
+SEARCH_WORKERS = 1                 # one process: the cores are shared, and one is as fast as two here
+GATE_MINIMUM_RECORDS = 1000        # the trainer's default minimum per reporting split
+SPLIT_NAMES = ("train", "validation", "test", "stress")
+
+
+def search_exporter_command() -> str:
+    "The real exporter, `szrank export`, as `szrank train --exporter` gets it (the console script of this Python)."
+    import shutil
+    script = Path(sys.executable).with_name("szrank")
+    script = str(script) if script.is_file() else shutil.which("szrank")
+    if not script:
+        raise FileNotFoundError("the szrank console script is not installed next to this Python nor on PATH; "
+                                "install the package (pip install -e .) to run the search stage")
+    return shlex.join([script, "export"])
+
+
+def search_train_argv(out: Path, steps: int = SEARCH_STEPS, device: str = "auto") -> list[str]:
+    "The `szrank train` arguments of the search stage (`out` is the demo's DIR)."
+    search = Path(out).resolve() / "search"
+    return ["--repository", str(search), "--archive-root", str(search / "archive"),
+            "--exporter", search_exporter_command(), "--split-runs", str(search / "archive" / "splits.json"),
+            "--snapshot-directory", str(search / "snapshots"), "--output-directory", str(search / "model"),
+            "--minimum-gate-records", str(min(GATE_MINIMUM_RECORDS, steps)), "--device", device, *DEMO_TRAINING]
+
+
+def _fresh_search(archive: Path, runs: int, steps: int, model: Path | None = None) -> list:
+    "Seeded searches into an emptied `archive` (the demo's own folder: a re-run writes the same runs again)."
+    import shutil
+    from szrank.search import run_searches
+    shutil.rmtree(archive, ignore_errors=True)
+    return run_searches(archive, runs, steps, SEARCH_SEED, str(model) if model else None, None,
+                        SEARCH_REPLICAS, SEARCH_ITERATIONS, SEARCH_WORKERS)
+
+
+def compare_policies(uniform: list, guided: list) -> str:
+    "The uniform and guided runs side by side: median and mean best C+I, and run by run."
+    u = np.array([s.best_total for s in uniform], dtype=np.float64)
+    g = np.array([s.best_total for s in guided], dtype=np.float64)
+    lines = [f"  {'':34s}{'uniform':>10s}{'guided':>10s}",
+             f"  {'median best C+I per run':34s}{np.median(u):>10g}{np.median(g):>10g}",
+             f"  {'mean best C+I per run':34s}{u.mean():>10.2f}{g.mean():>10.2f}",
+             f"  {'evaluations per run':34s}{uniform[0].evaluations:>10,}{guided[0].evaluations:>10,}",
+             "  per run (topology: uniform best / guided best): "
+             + ", ".join(f"{a.topology}: {a.best_total}/{b.best_total}" for a, b in zip(uniform, guided))]
+    return "\n".join(lines)
+
+
+def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STEPS, device: str = "auto") -> int:
+    """Uniform search -> `szrank export` -> train -> gate -> publish into `out/search/model` -> guided search.
+
+    Returns `szrank train`'s exit code: 0 published (and the guided search ran), 4 the gate refused
+    (nothing published, guided search skipped), 2 a failure."""
+    from szrank.common import atomic_write_json
+    from szrank.search import format_summaries
+    from szrank.train import main as train_main
+    if runs < len(SPLIT_NAMES) or steps <= 0:
+        raise ValueError(f"the search stage needs at least {len(SPLIT_NAMES)} runs (train, validation, test, "
+                         f"stress) and positive steps, got --search-runs {runs} --search-steps {steps}")
+    search = Path(out) / "search"
+    archive = search / "archive"
+    print(f"szrank demo [search]: {runs} uniform runs x {steps} steps (replicas {SEARCH_REPLICAS}, iterations "
+          f"{SEARCH_ITERATIONS}, seed {SEARCH_SEED}) into {archive}", flush=True)
+    uniform = _fresh_search(archive, runs, steps)
+    print(format_summaries(uniform), flush=True)
+    atomic_write_json(archive / "splits.json", {name: s.run_id for name, s in zip(SPLIT_NAMES, uniform)})
+    print(f"szrank demo [search]: training on the first four runs ({steps:,} records per split; "
+          f"gate minimum {min(GATE_MINIMUM_RECORDS, steps):,} records), exporter `szrank export`", flush=True)
+    status = train_main(search_train_argv(out, steps, device))
+    report_training(status, search / "model", "search")
+    if status != 0:
+        print(f"szrank demo [search]: guided search skipped: no model was published by this run", flush=True)
+        return status
+    model = (search / "model" / "current.sztf").resolve()
+    print(f"szrank demo [search]: guided search with {model}, same seeds and budget, into {search / 'guided'}",
+          flush=True)
+    guided = _fresh_search(search / "guided", runs, steps, model)
+    print(format_summaries(guided))
+    print("szrank demo [search]: uniform vs guided")
+    print(compare_policies(uniform, guided), flush=True)
     return status
 
 
+def run_demo(out: Path = DEFAULT_OUT, labels_shuffled: bool = False, device: str = "auto",
+             stages=DEMO_STAGES, search_runs: int = SEARCH_RUNS, search_steps: int = SEARCH_STEPS) -> int:
+    """The demo's stages in order; returns the synthetic stage's exit code when it runs (0 published, 4 gate
+    failed), else the search stage's.  A search stage failure other than the gate's verdict (2) is returned."""
+    unknown = [stage for stage in stages if stage not in DEMO_STAGES]
+    if unknown or not stages:
+        raise ValueError(f"--stages {','.join(stages)}: choose from {','.join(DEMO_STAGES)}")
+    if "search" in stages and (search_runs < len(SPLIT_NAMES) or search_steps <= 0):   # refused before any work
+        raise ValueError(f"the search stage needs at least {len(SPLIT_NAMES)} runs (train, validation, test, "
+                         f"stress) and positive steps, got --search-runs {search_runs} --search-steps {search_steps}")
+    results = {}
+    if "synthetic" in stages:
+        results["synthetic"] = run_synthetic_stage(out, labels_shuffled, device)
+    if "search" in stages:
+        results["search"] = run_search_stage(out, search_runs, search_steps, device)
+    verdict = {0: "published", 4: "gate refused, nothing published"}
+    print("szrank demo: " + "; ".join(f"{stage} stage: {verdict.get(code, f'failed ({code})')}"
+                                      for stage, code in results.items()), flush=True)
+    if results.get("search", 0) not in (0, 4):
+        return results["search"]
+    return results.get("synthetic", results.get("search"))
+
+
+def _stages(text: str) -> tuple[str, ...]:
+    stages = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [stage for stage in stages if stage not in DEMO_STAGES]
+    if unknown or not stages:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a comma-separated list of {', '.join(DEMO_STAGES)}")
+    return stages
+
+
 def demo_command(parser):
-    "`szrank demo [--out DIR] [--shuffle-labels] [--device D]`."
+    "`szrank demo [--out DIR] [--stages synthetic,search] [--shuffle-labels] [--device D] ...`."
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
+    parser.add_argument("--stages", type=_stages, default=DEMO_STAGES,
+                        help="stages to run, in order (default synthetic,search)")
     parser.add_argument("--shuffle-labels", action="store_true",
-                        help="the control run: outcomes and gains shuffled within each run (the gate must fail)")
+                        help="synthetic stage control: outcomes and gains shuffled within each run (the gate must fail)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="training device")
+    parser.add_argument("--search-runs", type=int, default=SEARCH_RUNS,
+                        help=f"search stage: runs per policy, at least 4 (default {SEARCH_RUNS})")
+    parser.add_argument("--search-steps", type=int, default=SEARCH_STEPS,
+                        help=f"search stage: steps per run = records per split (default {SEARCH_STEPS})")
 
     def run(args) -> int:
-        return run_demo(args.out, args.shuffle_labels, args.device)
+        return run_demo(args.out, args.shuffle_labels, args.device, args.stages, args.search_runs, args.search_steps)
     return run
 
-# %% ../nbs/szrank/90_demo.ipynb 12
+# %% ../nbs/szrank/90_demo.ipynb 14
 #| eval: false
 if __name__ == "__main__":
     if sys.argv[1:2] == ["replay"]:

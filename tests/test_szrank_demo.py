@@ -1,6 +1,9 @@
 """`szrank demo` end to end: the synthetic corpus passes the gate honestly through
 the real exporter path; the same corpus with its labels shuffled fails it.  The
-published report then feeds the calibration plots (headless, Agg)."""
+published report then feeds the calibration plots (headless, Agg).  The search
+stage (uniform search -> `szrank export` -> train -> gate -> publish -> guided
+search) runs at a tiny size in the same demo run, and reports the gate's
+verdict whichever way it goes."""
 import json
 
 import matplotlib
@@ -18,14 +21,15 @@ from szrank.plots import (list_generations, load_report, plot_gain_uplift, plot_
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo") / "szrank"
-    result = run([tool("szrank"), "demo", "--out", str(out)])
+    # Both stages (the default); the search stage at a tiny size: 4 runs x 40 steps.
+    result = run([tool("szrank"), "demo", "--out", str(out), "--search-runs", "4", "--search-steps", "40"])
     return out, result
 
 
 def test_demo_passes_the_gate_and_publishes(demo):
     out, result = demo
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "gate passed" in result.stdout
+    assert "szrank demo [synthetic]: gate passed" in result.stdout
     for split in ("validation", "test", "stress"):
         assert f"  {split} " in result.stdout
     assert str((out / "model" / "current.sztf").resolve()) in result.stdout
@@ -62,13 +66,14 @@ def test_published_model_ranks_with_the_numpy_reference(demo):
 
 def test_shuffled_labels_fail_the_gate(tmp_path):
     out = tmp_path / "shuffled"
-    result = run([tool("szrank"), "demo", "--out", str(out), "--shuffle-labels"])
+    result = run([tool("szrank"), "demo", "--out", str(out), "--shuffle-labels", "--stages", "synthetic"])
     assert result.returncode == 4, result.stdout + result.stderr
     assert "gate failed" in result.stdout
     assert "AP does not beat prevalence" in result.stderr
     assert not (out / "model" / "current.sztf").exists()
     (rejected,) = (out / "model").glob("rejected_report_*.json")
     assert json.loads(rejected.read_text())["approved"] is False
+    assert "[search]" not in result.stdout and not (out / "search").exists()     # only the stage asked for
 
 
 def test_plots_of_the_published_report(demo):
@@ -106,3 +111,74 @@ def test_plots_refuse_a_missing_report(tmp_path):
     (tmp_path / "report.json").write_text("{}")
     with pytest.raises(ValueError, match="not a training report"):
         load_report(tmp_path)
+
+
+def _uniform_table(stdout: str) -> list[str]:
+    "The uniform search's summary lines (run id, topology, start, best, evaluations, realisations; no seconds)."
+    lines = stdout.split("szrank demo [search]:", 2)[1].splitlines()
+    return [line.rsplit(None, 1)[0] for line in lines[2:] if line[:8].strip() and line[8:9] == "-"]
+
+
+def _search_verdict(out, stdout: str) -> bool:
+    "Check the search stage's report against what it left on disk; True when it published."
+    model = out / "search" / "model"
+    published = "szrank demo [search]: gate passed" in stdout
+    assert published != ("szrank demo [search]: gate failed" in stdout), stdout
+    if published:
+        assert (model / "current.sztf").is_file() and json.loads((model / "report.json").read_text())["approved"]
+        assert not load_model(model / "current.sztf").header.gate_overridden
+        assert "szrank demo [search]: uniform vs guided" in stdout and "median best C+I per run" in stdout
+        assert len(list((out / "search" / "guided").iterdir())) == 4
+    else:
+        # Nothing published, the gate's reasons printed, the guided search skipped (and no model to run it with).
+        assert not (model / "current.sztf").exists() and not (model / "report.json").exists()
+        rejected = max(model.glob("rejected_report_*.json"), key=lambda p: p.stat().st_mtime_ns)
+        report = json.loads(rejected.read_text())
+        assert report["approved"] is False and report["gate_overridden"] is False and report["gate_reasons"]
+        for reason in report["gate_reasons"]:
+            assert f"  gate: {reason}" in stdout
+        assert "guided search skipped" in stdout and "uniform vs guided" not in stdout
+        assert not (out / "search" / "guided").exists()
+    return published
+
+
+def test_search_stage_runs_the_loop_and_reports_the_gate(demo):
+    out, result = demo
+    assert result.returncode == 0, result.stdout + result.stderr     # the synthetic stage published
+    archive = out / "search" / "archive"
+    splits = json.loads((archive / "splits.json").read_text())
+    assert sorted(splits) == ["stress", "test", "train", "validation"]
+    assert sorted(p.name for p in archive.iterdir() if p.is_dir()) == sorted(splits.values())
+    assert len(_uniform_table(result.stdout)) == 4
+    # The trainer ran the real `szrank export` on the four split runs, with the gate minimum matched to 40 records.
+    export = next(line for line in result.stderr.splitlines()
+                  if line.startswith("Exporting an immutable training snapshot:") and " export --root " in line)
+    assert str(archive.resolve()) in export and all(f"--include-run {run}" in export for run in splits.values())
+    assert "szrank export: 160 records" in result.stderr
+    assert "40 records per split; gate minimum 40 records" in result.stdout
+    assert not list((out / "search" / "snapshots").glob("*.sztx*"))
+    published = _search_verdict(out, result.stdout)
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("szrank demo: synthetic stage: published; search stage: ")
+    assert last.endswith("published" if published else "gate refused, nothing published")
+
+
+def test_search_stage_rerun_is_idempotent(demo):
+    "Again, alone: the same runs (same seed), the same verdict, and the stage's own exit status."
+    out, first = demo
+    result = run([tool("szrank"), "demo", "--out", str(out), "--stages", "search",
+                  "--search-runs", "4", "--search-steps", "40"])
+    published = _search_verdict(out, result.stdout)
+    assert result.returncode == (0 if published else 4), result.stdout + result.stderr
+    assert published == ("szrank demo [search]: gate passed" in first.stdout)
+    assert _uniform_table(result.stdout) == _uniform_table(first.stdout)
+    assert "[synthetic]" not in result.stdout
+    assert len([p for p in (out / "search" / "archive").iterdir() if p.is_dir()]) == 4
+
+
+def test_demo_refuses_bad_stage_options(tmp_path):
+    result = run([tool("szrank"), "demo", "--out", str(tmp_path), "--stages", "synthetic,serch"])
+    assert result.returncode == 2 and "serch" in result.stderr
+    result = run([tool("szrank"), "demo", "--out", str(tmp_path), "--search-runs", "3"])
+    assert result.returncode == 2 and "at least 4 runs" in result.stderr
+    assert not list(tmp_path.iterdir())                                   # refused before any work
