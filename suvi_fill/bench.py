@@ -278,7 +278,7 @@ def format_tables(result: dict) -> str:
     g = result.get("goal", {})
     if g.get("margins"):
         lines += ["", f"Goal ({g['rule']}): {'met' if g['met'] else 'NOT met'}; margins (dB): "
-                  + ", ".join(f"gap {k} {cell(v)}" for k, v in g["margins"].items())]
+                  + ", ".join(f"gap {k} {cell(g['margins'][k])}" for k in gaps)]
     for name in result["fillers"]:
         lines += ["", f"## {name}: per band (dB)", "",
                   "| gap | " + " | ".join(f"{w} Å" for w in paths.WAVELENGTHS) + " |",
