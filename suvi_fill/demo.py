@@ -5,8 +5,11 @@
 # %% ../nbs/suvi_fill/90_demo.ipynb 2
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
+import sys
 from pathlib import Path
 
 # %% auto 0
@@ -96,6 +99,22 @@ def _sha256(path) -> str:
     return digest.hexdigest()
 
 
+class _Tee(io.TextIOBase):
+    "Writes through to `stream` and keeps the text, so a reused run can print its log again."
+    def __init__(self, stream):
+        self.stream, self.kept = stream, []
+
+    def write(self, text):
+        self.kept.append(text)
+        return self.stream.write(text)
+
+    def flush(self):
+        self.stream.flush()
+
+    def lines(self) -> list:
+        return [line for line in "".join(self.kept).splitlines() if line.strip()]
+
+
 def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
     "Train the demo model into `out/run` (or reuse a finished run); returns `best.pt`."
     from szrank.common import CliError, atomic_write_json
@@ -110,20 +129,25 @@ def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
         record = None
     if record and record.get("manifest") == digest and record.get("settings") == settings \
             and (run_dir / "best.pt").exists():
-        print(f"[train] reusing the finished run in {run_dir} (exit {record['status']})")
+        print(f"[train] reusing the finished run in {run_dir} (exit {record['status']}); its log:")
+        for line in record.get("log", []):
+            print(line)
         return run_dir / "best.pt"
     if run_dir.exists():
         shutil.rmtree(run_dir)                    # unfinished, or another corpus / settings: redo cleanly
     argv = ["--shards", str(shards), "--manifest", str(shards / segments.MANIFEST), "--out", str(run_dir),
             *settings]
-    print(f"[train] suvi-fill train {' '.join(argv)}")
+    log = _Tee(sys.stdout)
     try:
-        status = train.main(argv)
+        with contextlib.redirect_stdout(log):
+            print(f"[train] suvi-fill train {' '.join(argv)}")
+            status = train.main(argv)
     except SystemExit as exc:
         raise CliError(f"training refused: {exc}") from None
     if not (run_dir / "best.pt").exists():
         raise CliError(f"training wrote no {run_dir / 'best.pt'} (exit {status})")
-    atomic_write_json(record_path, {"manifest": digest, "settings": settings, "status": int(status)})
+    atomic_write_json(record_path, {"manifest": digest, "settings": settings, "status": int(status),
+                                    "log": log.lines()})
     print(f"[train] exit {status} -> {run_dir / 'best.pt'}" + ("  (ABORT guard: best.pt is the best eval)"
                                                                if status == 1 else ""))
     return run_dir / "best.pt"
