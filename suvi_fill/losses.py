@@ -5,6 +5,8 @@
 # %% ../nbs/suvi_fill/31_losses.ipynb 2
 from __future__ import annotations
 
+import math
+
 import torch
 
 from suvi_fill import dataset, metrics, paths

@@ -232,12 +232,12 @@ def test_cli_end_to_end_and_bad_input(tmp_path):
 
 def test_demo_runs_the_corpus_stages_idempotently(tmp_path):
     out = tmp_path / "demo"
-    first = run([tool("suvi-fill"), "demo", "--out", str(out), "--quiet"])
+    first = run([tool("suvi-fill"), "demo", "--out", str(out), "--until", "corpus", "--quiet"])
     assert first.returncode == 0, first.stderr
     for stage in ("[synth] wrote", "[build] 2 shards", "[profile] 360 slots", "[inspect]", "train:"):
         assert stage in first.stdout, stage
     assert (out / "shards" / "manifest.json").exists() and (out / "shards" / "availability.npz").exists()
-    second = run([tool("suvi-fill"), "demo", "--out", str(out), "--quiet"])
+    second = run([tool("suvi-fill"), "demo", "--out", str(out), "--until", "corpus", "--quiet"])
     assert second.returncode == 0, second.stderr
     assert "[synth] reusing" in second.stdout and "is up to date" in second.stdout
     digest = [line for line in first.stdout.splitlines() if "manifest " in line]

@@ -119,3 +119,9 @@ def test_psnr_is_per_band_then_averaged():
     pooled = 10 * np.log10(1 / mse[mask].mean())
     assert ours - pooled > 1.0                                 # Jensen: pooled reads lower
     assert losses.display_psnr(truth, truth, lost) == pytest.approx(120.0)
+
+
+def test_display_slope_runs_from_the_package():
+    from suvi_fill import losses
+    table = losses.display_slope()
+    assert table, "display_slope returned nothing"
