@@ -1,7 +1,7 @@
 """Trainer throughput: optimiser steps/s and samples/s, data-loader wait fraction and
 peak host memory, on CPU at the demo size (and on CUDA when present), side by side.
 
-    .venv/bin/python benchmarks/suvi_train.py [--resolution 64] [--days 2] [--steps 20]
+    .venv/bin/python benchmarks/suvi_train.py [--resolution 64] [--hours 36] [--steps 20]
 
 Builds a small synthetic corpus (suvi-fill synth + build + profile) in a temporary
 directory, then runs the trainer's own step -- `train.make_train_loader`,
@@ -27,10 +27,11 @@ from szrank.common import autocast_enabled
 WARMUP = 2
 
 
-def build_corpus(where, days, resolution):
+def build_corpus(where, hours, resolution):
     suvi = str(Path(sys.executable).with_name("suvi-fill"))
     raw, shards = where / "raw", where / "shards"
-    for command in ([suvi, "synth", "--out", str(raw), "--days", str(days), "--resolution", str(resolution)],
+    for command in ([suvi, "synth", "--out", str(raw), "--hours", str(hours), "--start", "2024-06-20",
+                     "--resolution", str(resolution), "--quiet"],
                     [suvi, "build", "--source", str(raw), "--out", str(shards), "--resolution", str(resolution),
                      "--no-progress"],
                     [suvi, "profile", "--shards", str(shards)]):
@@ -94,7 +95,7 @@ def peak_host_gb():
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--resolution", type=int, default=64)
-    parser.add_argument("--days", type=int, default=2)
+    parser.add_argument("--hours", type=float, default=36, help="corpus span (from 2024-06-20)")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--base", type=int, default=32, help="model width (the seed's default 32)")
@@ -104,8 +105,8 @@ def main():
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as scratch:
         started = time.perf_counter()
-        shards = build_corpus(Path(scratch), args.days, args.resolution)
-        print(f"corpus: {args.days} days at {args.resolution} px in {time.perf_counter() - started:.1f} s; "
+        shards = build_corpus(Path(scratch), args.hours, args.resolution)
+        print(f"corpus: {args.hours:g} hours at {args.resolution} px in {time.perf_counter() - started:.1f} s; "
               f"model base={args.base} depth={args.depth}, batch {args.batch}, {args.steps} timed steps, "
               f"{args.threads} torch threads")
         configurations = [("cpu", 0), ("cpu", 2)]
