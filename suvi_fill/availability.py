@@ -162,8 +162,7 @@ def profile(directory) -> Availability:
     try:
         trace = presence_trace(shards)
     finally:
-        for shard in shards.values():
-            shard.close()
+        segments.close_shards(shards)
     model = Availability(trace["slots"], trace["satellites"], trace["present"], trace["quality"])
     model.save(directory / AVAILABILITY)
     return model

@@ -159,8 +159,7 @@ class BenchSet:
                     return
 
     def close(self):
-        for shard in self.shards.values():
-            shard.close()
+        segments.close_shards(self.shards)
         self.shards = {}
 
     def __enter__(self): return self

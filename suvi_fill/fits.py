@@ -9,7 +9,6 @@ import dataclasses
 import datetime as _dt
 import functools
 import math
-import os
 import re
 import warnings
 from pathlib import Path
@@ -21,7 +20,7 @@ from astropy.io.fits.verify import VerifyWarning
 
 from suvi_fill.paths import (SATELLITES, SLOT_SECONDS, WAVELENGTHS, as_datetime, format_stamp, parse_stamp,
                              slot_of, solar_b0, solar_radius_arcsec, sun_distance_m, time_of)
-from szrank.common import atomic_write, temporary_sibling
+from szrank.common import atomic_write
 
 # %% auto 0
 __all__ = ['L2_VERSION', 'L2_NAME', 'REQUIRED_KEYS', 'HEADER_CARDS', 'DEFAULT_SAT_THR', 'SENTINEL_VALUE', 'L2Name', 'l2_name',
@@ -427,16 +426,7 @@ def write_l2(path, radiance, header_values: dict, durable: bool = True, dtype=np
     """
     path = Path(path)
     payload = encode_l2(radiance, header_values, dtype)
-    if durable:
-        atomic_write(path, payload)
-    else:
-        temporary = temporary_sibling(path)
-        try:
-            temporary.write_bytes(payload)
-            os.replace(temporary, path)
-        finally:
-            if temporary.exists():
-                temporary.unlink()
+    atomic_write(path, payload, durable=durable)
     return path
 
 # %% ../nbs/suvi_fill/13_fits.ipynb 17

@@ -106,8 +106,7 @@ def open_slice(path):
         if not shards:
             raise FileNotFoundError(f"{path}: no shards (retired?)")
     except BaseException:
-        for shard in shards.values():
-            shard.close()
+        segments_module.close_shards(shards)
         raise
     return shards, [tuple(int(v) for v in segment) for segment in chosen]
 

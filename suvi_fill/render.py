@@ -93,8 +93,7 @@ class FrameSource:
                 "target": truth, "lost": lost.copy(), "b0": b0, "radius": radius}
 
     def close(self):
-        for shard in self.shards.values():
-            shard.close()
+        segments.close_shards(self.shards)
         self.shards = {}
 
     def __enter__(self): return self

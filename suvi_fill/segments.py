@@ -19,8 +19,8 @@ from szrank.common import atomic_write_json
 __all__ = ['SPAN_MIN', 'SPLIT_RATIOS', 'SPLITS', 'MANIFEST', 'MANIFEST_FORMAT', 'CALIBRATION_FRAMES', 'CALIBRATION_BLOCK',
            'CALIBRATION_BLUR', 'CALIBRATION_EXTENT', 'CALIBRATION_DISK', 'CALIBRATION_ITERATIONS', 'clean_runs',
            'find_segments', 'time_blocks', 'assign_splits', 'days_touched', 'targets_in', 'orthogonal_fit',
-           'median_fit', 'calibrate', 'transfer', 'open_shards', 'corpus_shards', 'load_manifest', 'manifest_digest',
-           'make_manifest', 'write_manifest']
+           'median_fit', 'calibrate', 'transfer', 'open_shards', 'close_shards', 'corpus_shards', 'load_manifest',
+           'manifest_digest', 'make_manifest', 'write_manifest']
 
 # %% ../nbs/suvi_fill/22_segments.ipynb 3
 #: The corpus's minimum model span, in slots either side of the target (+-64 min at
@@ -230,6 +230,12 @@ def open_shards(directory, names=None) -> dict:
     return shards
 
 
+def close_shards(shards: dict) -> None:
+    "Close every shard of an `open_shards` dict."
+    for shard in shards.values():
+        shard.close()
+
+
 def corpus_shards(directory) -> dict:
     """The corpus's shards: those `manifest.json` lists when there is one (each checked
     against the digest the manifest recorded), else every `*.shard`."""
@@ -241,8 +247,7 @@ def corpus_shards(directory) -> dict:
     stale = [dataset.shard_name(d, s) for (d, s), shard in shards.items()
              if shard.digest != listed[dataset.shard_name(d, s)]["digest"]]
     if stale:
-        for shard in shards.values():
-            shard.close()
+        close_shards(shards)
         raise ValueError(f"{manifest}: {len(stale)} shard(s) changed since the manifest was written "
                          f"({stale[0]}, ...); rebuild with suvi-fill build")
     return shards
@@ -310,8 +315,7 @@ def write_manifest(directory, span_min: int = SPAN_MIN, names=None, build=None) 
     try:
         manifest = make_manifest(shards, span_min)
     finally:
-        for shard in shards.values():
-            shard.close()
+        close_shards(shards)
     if build is not None:
         manifest["build"] = build
     atomic_write_json(Path(directory) / MANIFEST, manifest)

@@ -216,8 +216,7 @@ class PoolSet(torch.utils.data.IterableDataset):
                     if sample is not None:
                         yield samples.to_tensors(sample, torch)
             finally:
-                for shard in shards.values():
-                    shard.close()
+                segments_module.close_shards(shards)
 
 # %% ../nbs/suvi_fill/41_train.ipynb 21
 class SliceSet(torch.utils.data.Dataset):

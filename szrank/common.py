@@ -36,18 +36,24 @@ def temporary_sibling(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp.{os.getpid()}.{uuid.uuid4().hex}")
 
 
-def atomic_write(path: Path, payload: bytes) -> None:
-    "Write `payload` to `path` atomically: temp name, fsync, `os.replace`."
+def atomic_write(path: Path, payload: bytes, durable: bool = True) -> None:
+    """Write `payload` to `path` atomically: temp name, fsync, `os.replace`.
+
+    `durable=False` skips the two fsyncs: still all-or-nothing for readers, but
+    not guaranteed to survive a power cut; for bulk outputs (thousands of small
+    files) that are rebuilt from scratch anyway."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = temporary_sibling(path)
     try:
         with temporary.open("wb") as output:
             output.write(payload)
-            output.flush()
-            os.fsync(output.fileno())
+            if durable:
+                output.flush()
+                os.fsync(output.fileno())
         os.replace(temporary, path)
-        fsync_directory(path.parent)
+        if durable:
+            fsync_directory(path.parent)
     finally:
         with contextlib.suppress(FileNotFoundError):
             temporary.unlink()
