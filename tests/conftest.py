@@ -45,3 +45,13 @@ def copy_tracked(destination: Path) -> Path:
         else:
             shutil.copy2(source, target)
     return destination
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    "One intra-op torch thread for a module: on a shared 2-core machine more threads only contend (measured 8x slower)."
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -9,13 +9,7 @@ import torch
 from suvi_fill import model
 from suvi_fill.paths import SLOT_SECONDS
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    "One intra-op thread: on a shared 2-core machine more threads only contend (measured 8x slower)."
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 VARIANTS = [dict(), dict(relative=True), dict(corr_flow=True), dict(attention=True),

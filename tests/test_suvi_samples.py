@@ -9,13 +9,7 @@ import torch
 
 from suvi_fill import align, availability, dataset, model, paths, samples, segments
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    "One intra-op thread: on a shared 2-core machine more threads only contend (measured 8x slower)."
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 DAYS = ("2024-03-01", "2024-03-02")
