@@ -9,6 +9,10 @@ directory, then measures, each in a fresh subprocess pinned to one core, records
            bytes) + decode_batch (b"".join + one strided_array copy per field), with the
            dtypes the damaged seed lost restored from the corpus issue's table;
 
+* floor:   the data movement alone (map each chunk, fill the shuffle buffer and gather when
+           shuffling, copy each record's feature and label bytes once), no decoding: no
+           reader handing out tensors that own their memory can be faster than this;
+
 for a shuffled training epoch (shuffle_records 32768, the seed's default) and for file
 order (evaluation), plus each subprocess's peak RSS.  No assertions on time.
 
@@ -165,6 +169,65 @@ def seed_path():
     return iter_record_batches, decode_batch
 
 
+def floor_path():
+    """The data movement alone, as a floor for any reader that hands out tensors owning their memory.
+
+    Per record: map its chunk (MAP_POPULATE) and, when shuffling, copy it into a
+    bounded shuffle buffer and gather it into the batch (`take`); then copy its
+    feature and label bytes once into fresh arrays.  No validation, no fields,
+    no tensors.  Written independently of szrank.batches, with the same chunking."""
+    import mmap
+    import numpy as np
+    from szrank.stream import EXPECTED_RECORD_SIZE as R, EXPORT_HEADER, GAIN_OFFSET, PROPOSAL_FEATURE_OFFSET
+    raw_record = np.dtype((np.void, R))
+    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+
+    def iterate(snapshot, splits, batch_size, shuffle_records, seed, max_records_per_split):
+        rng = np.random.default_rng(seed)
+        (start, count), = snapshot.split_segments["train"]
+        chunk = max(batch_size, min(4096, max(batch_size, shuffle_records)))
+        firsts = list(range(start, start + count, chunk))
+        if shuffle_records > 1:
+            firsts = [firsts[i] for i in rng.permutation(len(firsts))]
+        capacity = max(batch_size, shuffle_records)
+        buffer = np.empty((capacity + chunk) * R, np.uint8)
+        fill = 0
+        with snapshot.path.open("rb", buffering=0) as stream:
+            for first in firsts:
+                n = min(chunk, start + count - first)
+                offset = EXPORT_HEADER.size + first * R
+                aligned = offset - offset % mmap.ALLOCATIONGRANULARITY
+                mapping = mmap.mmap(stream.fileno(), offset + n * R - aligned, flags=flags, prot=mmap.PROT_READ,
+                                    offset=aligned)
+                block = np.frombuffer(mapping, np.uint8, n * R, offset - aligned)
+                if shuffle_records <= 1:
+                    for s in range(0, n, batch_size):
+                        yield block[s * R:(s + batch_size) * R].reshape(-1, R)
+                    continue
+                buffer[fill * R:(fill + n) * R] = block
+                fill += n
+                if fill < capacity:
+                    continue
+                records = buffer[:fill * R].view(raw_record)
+                order = rng.permutation(fill)
+                for s in range(0, fill, batch_size):
+                    yield records.take(order[s:s + batch_size]).view(np.uint8).reshape(-1, R)
+                fill = 0
+            if fill:
+                records = buffer[:fill * R].view(raw_record)
+                order = rng.permutation(fill)
+                for s in range(0, fill, batch_size):
+                    yield records.take(order[s:s + batch_size]).view(np.uint8).reshape(-1, R)
+
+    class Copied:
+        def __init__(self, rows):
+            self.features = rows[:, PROPOSAL_FEATURE_OFFSET:GAIN_OFFSET].copy()
+            self.labels = rows[:, GAIN_OFFSET:].copy()
+            self.size = len(rows)
+
+    return iterate, Copied
+
+
 def szrank_path():
     from szrank.batches import decode_batch, iter_record_batches
     return iter_record_batches, decode_batch
@@ -180,7 +243,7 @@ def measure(which: str, path: Path, shuffle_records: int, repeat: int) -> dict:
     torch.set_num_threads(1)
     from szrank.snapshot import inspect_snapshot
     snapshot = inspect_snapshot(path, compute_digest=False)
-    iterate, decode = seed_path() if which == "seed" else szrank_path()
+    iterate, decode = {"seed": seed_path, "szrank": szrank_path, "floor": floor_path}[which]()
     rss_before = psutil.Process().memory_info().rss
     best = math.inf
     records = 0
@@ -205,7 +268,7 @@ def same_batches(path: Path) -> bool:
     (seed_iterate, seed_decode), (iterate, decode) = seed_path(), szrank_path()
     ours = decode(next(iterate(snapshot, {"train"}, BATCH_SIZE, 0, 0, 0)))
     theirs = seed_decode(next(seed_iterate(snapshot, {"train"}, BATCH_SIZE, 0, 0, 0)))
-    return all(torch.equal(getattr(ours, f.name), getattr(theirs, f.name)) for f in dataclasses.fields(ours))
+    return all(torch.equal(getattr(ours, f.name), getattr(theirs, f.name)) for f in dataclasses.fields(theirs))
 
 
 # --------------------------------------------------------------------------- driver
@@ -248,7 +311,7 @@ def main(argv=None) -> int:
               f"{'peak RSS MiB':>13s}")
         for mode, shuffle in ((f"shuffled ({SHUFFLE_RECORDS})", SHUFFLE_RECORDS), ("file order", 0)):
             rates = {}
-            for which in ("seed", "szrank"):
+            for which in ("seed", "szrank", "floor"):
                 result = subprocess.run([sys.executable, __file__, "--repeat", str(args.repeat), "--measure",
                                          str(path), which, str(shuffle)], capture_output=True, text=True,
                                         env=dict(os.environ, **ONE_CORE_ENV))
@@ -259,7 +322,9 @@ def main(argv=None) -> int:
                 rates[which] = figures["records_per_s"]
                 print(f"{mode:24s} {which:7s} {figures['records_per_s']:12,.0f} {figures['seconds']:8.2f} "
                       f"{figures['rss_before_mb']:15.0f} {figures['peak_rss_mb']:13.0f}")
-            print(f"{mode:24s} speed-up {rates['szrank'] / rates['seed']:.1f}x")
+            print(f"{mode:24s} speed-up {rates['szrank'] / rates['seed']:.1f}x; 10x the seed would be "
+                  f"{10 * rates['seed']:,.0f} records/s ({1e9 / (10 * rates['seed']):.0f} ns/record), the floor "
+                  f"is {rates['floor']:,.0f} ({1e9 / rates['floor']:.0f} ns/record)")
     return 0
 
 

@@ -443,6 +443,72 @@ def test_memory_is_bounded_by_the_shuffle_buffer(tmp_path):
     assert peak < 12e6, f"peak {peak / 1e6:.1f} MB for a 44 MB snapshot"   # buffer: (1024 + 1024) x 1824 B
 
 
+def _large_snapshot(path, chunks=6):
+    "A train-only snapshot of `chunks` x 4000 records (7.3 MB each)."
+    with StreamWriter(path) as writer:
+        for i in range(chunks):
+            writer.write(example_records(4000, RUNS[0], seed=i, first_sequence=4000 * i))
+    return inspect_snapshot(path)
+
+
+def test_file_order_batches_are_read_only_views_that_outlive_the_epoch(epoch_snapshot):
+    "Each file-order batch views its chunk's map; the map lives as long as the batch, after the file is closed."
+    from szrank.batches import decode_batch, iter_record_batches
+    epoch = iter_record_batches(epoch_snapshot, set(SPLIT_RUNS), 100, 0, 0, 0)
+    batches = list(epoch)                               # the generator is done and its file closed
+    epoch.close()
+    on_disk = np.fromfile(epoch_snapshot.path, dtype=RECORD_DTYPE, offset=EXPORT_HEADER.size)
+    assert np.concatenate(batches).tobytes() == on_disk.tobytes()
+    assert not batches[0].flags.writeable
+    decoded = decode_batch(batches[3])
+    assert decoded.features.numpy().flags.writeable    # the decoded tensors own their memory
+    assert np.array_equal(decoded.anchor_global.numpy(), on_disk["anchor"][300:400, 192:])
+
+
+@pytest.mark.parametrize("shuffle_records", [0, 700])
+def test_a_file_that_cannot_be_mapped_is_read_instead(epoch_snapshot, monkeypatch, shuffle_records):
+    from szrank import batches as batches_module
+    expected = [b.tobytes() for b in batches_module.iter_record_batches(epoch_snapshot, set(SPLIT_RUNS), 64,
+                                                                        shuffle_records, 9, 0)]
+    def refuse(*args, **kwargs):
+        raise OSError(19, "No such device")             # what mmap says on a file system without it
+    monkeypatch.setattr(batches_module.mmap, "mmap", refuse)
+    got = [b.tobytes() for b in batches_module.iter_record_batches(epoch_snapshot, set(SPLIT_RUNS), 64,
+                                                                   shuffle_records, 9, 0)]
+    assert got == expected
+
+
+@pytest.mark.parametrize("shuffle_records", [0, 2048])
+def test_a_snapshot_truncated_during_an_epoch_is_an_error(tmp_path, shuffle_records):
+    from szrank.batches import iter_record_batches
+    from szrank.snapshot import SnapshotError
+    path = tmp_path / "shrinks.sztx"
+    info = _large_snapshot(path, chunks=3)
+    epoch = iter_record_batches(info, {"train"}, 512, shuffle_records, 0, 0)
+    first = next(epoch)
+    os.truncate(path, EXPORT_HEADER.size + 5000 * EXPECTED_RECORD_SIZE)   # keeps the first chunk whole
+    with pytest.raises(SnapshotError, match=r"shrinks.sztx: record \d+: file ends early"):
+        for _ in epoch:
+            pass
+    assert len(first) == 512
+
+
+def test_file_order_memory_is_bounded_by_the_chunks_in_use(tmp_path):
+    "Mapped chunks are released with their batches: resident memory stays near one chunk, not the file."
+    import psutil
+    from szrank.batches import decode_batch, iter_record_batches
+    path = tmp_path / "large.sztx"
+    info = _large_snapshot(path, chunks=8)              # 32k records: 58 MB on disk
+    process = psutil.Process()
+    baseline = process.memory_info().rss
+    peak = seen = 0
+    for batch in iter_record_batches(info, {"train"}, 256, 0, 0, 0):
+        seen += decode_batch(batch).size
+        peak = max(peak, process.memory_info().rss - baseline)
+    assert seen == 32000
+    assert peak < 24e6, f"resident memory grew {peak / 1e6:.1f} MB reading a 58 MB snapshot"
+
+
 def test_a_snapshot_changed_after_inspection_is_refused(epoch_snapshot, tmp_path):
     from szrank.batches import iter_record_batches
     from szrank.snapshot import SnapshotError
