@@ -211,7 +211,7 @@ def export_records(run_id: uuid.UUID, events: np.ndarray) -> np.ndarray:
         L = layout(int(topology))
         chosen = events[rows]
         records["proposal"][rows] = features(chosen["proposal_normals"], chosen["proposal_offsets"], L,
-                                             context=context[rows])
+                                             context=context[rows], reference=chosen["anchor_defects"])
         records["anchor"][rows] = features(chosen["anchor_normals"], chosen["anchor_offsets"], L,
                                            context=context[rows])
     anchor, result = events["anchor_defects"].astype(np.int64), events["result_defects"].astype(np.int64)

@@ -22,10 +22,10 @@ from szrank.stream import (FACE_COUNT, FACE_FEATURES, GLOBAL_FEATURES, MOVE_COUN
 __all__ = ['DEFAULT_OUT', 'DEMO_SEED', 'ARCHIVE_NAME', 'DEMO_RECORDS', 'STRESS_SPREAD', 'NO_ACTION_FRACTION',
            'PLANE_POLICY_SCALE', 'MOVE_POLICY_SCALE', 'SCALE_POLICY_SCALE', 'QUALITY_WEIGHTS', 'DEMO_TRAINING',
            'DEMO_STAGES', 'SEARCH_SEED', 'SEARCH_RUNS', 'SEARCH_STEPS', 'SEARCH_REPLICAS', 'SEARCH_ITERATIONS',
-           'SEARCH_WORKERS', 'GATE_MINIMUM_RECORDS', 'SPLIT_NAMES', 'synthesize_run', 'shuffle_labels',
-           'synthesize_corpus', 'write_archive', 'replay', 'exporter_command', 'replay_main', 'demo_train_argv',
-           'format_metrics', 'report_training', 'run_synthetic_stage', 'search_exporter_command', 'search_train_argv',
-           'compare_policies', 'run_search_stage', 'run_demo', 'demo_command']
+           'SEARCH_WORKERS', 'GATE_MINIMUM_RECORDS', 'SPLIT_NAMES', 'SEARCH_TRAINING', 'synthesize_run',
+           'shuffle_labels', 'synthesize_corpus', 'write_archive', 'replay', 'exporter_command', 'replay_main',
+           'demo_train_argv', 'format_metrics', 'report_training', 'run_synthetic_stage', 'search_exporter_command',
+           'search_train_argv', 'compare_policies', 'run_search_stage', 'run_demo', 'demo_command']
 
 # %% ../nbs/szrank/90_demo.ipynb 4
 DEFAULT_OUT = Path("demo-out/szrank")
@@ -233,12 +233,18 @@ def run_synthetic_stage(out: Path, labels_shuffled: bool = False, device: str = 
 DEMO_STAGES = ("synthetic", "search")
 SEARCH_SEED = 7                    # the search runs (and so the corpus) are deterministic for this seed
 SEARCH_RUNS = 6                    # the four split runs plus two more, all compared uniform vs guided
-SEARCH_STEPS = 1000                # records per run = per split: the gate's default 1000-record minimum
-SEARCH_REPLICAS = 2                # rollout chains per proposal: half the default, to keep the stage ~1 min
+SEARCH_STEPS = 3000                # records per run = per split (>= the gate's 1000-record minimum): at 1000
+                                   # the ranker learned the run-stage confound before the relative signal
+SEARCH_REPLICAS = 2                # rollout chains per proposal: half the default, to keep the stage short
 SEARCH_ITERATIONS = 4              # rollout iterations per chain (9 evaluations per step with 2 replicas)
 SEARCH_WORKERS = 1                 # one process: the cores are shared, and one is as fast as two here
 GATE_MINIMUM_RECORDS = 1000        # the trainer's default minimum per reporting split
 SPLIT_NAMES = ("train", "validation", "test", "stress")
+# The search corpus is one 3000-record run per split, so smaller batches and four epochs (about 750
+# optimizer steps) instead of the synthetic stage's three at 128: with fewer steps the value head had
+# not yet separated the proposal's gain over its anchor from the run stage (see below).
+SEARCH_TRAINING = ["--batch-size", "64", "--shuffle-records", "4096", "--learning-rate", "2e-3",
+                   "--report-epochs", "4", "--threads", "1", "--seed", str(DEMO_SEED)]
 
 
 def search_exporter_command() -> str:
@@ -258,7 +264,7 @@ def search_train_argv(out: Path, steps: int = SEARCH_STEPS, device: str = "auto"
     return ["--repository", str(search), "--archive-root", str(search / "archive"),
             "--exporter", search_exporter_command(), "--split-runs", str(search / "archive" / "splits.json"),
             "--snapshot-directory", str(search / "snapshots"), "--output-directory", str(search / "model"),
-            "--minimum-gate-records", str(min(GATE_MINIMUM_RECORDS, steps)), "--device", device, *DEMO_TRAINING]
+            "--minimum-gate-records", str(min(GATE_MINIMUM_RECORDS, steps)), "--device", device, *SEARCH_TRAINING]
 
 
 def _fresh_search(archive: Path, runs: int, steps: int, model: Path | None = None) -> list:

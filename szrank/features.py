@@ -15,7 +15,8 @@ from szrank.topology import LINK_LENGTH
 
 # %% auto 0
 __all__ = ['FACE_FEATURES', 'GLOBAL_FEATURES', 'FEATURE_FLOATS', 'FEATURE_FORMAT_VERSION', 'FACE_FEATURE_NAMES',
-           'GLOBAL_FEATURE_NAMES', 'CONTEXT_FEATURES', 'FEATURE_CLIP', 'slog', 'features', 'split_features']
+           'GLOBAL_FEATURE_NAMES', 'CONTEXT_FEATURES', 'REFERENCE_FEATURES', 'FEATURE_CLIP', 'slog', 'features',
+           'split_features']
 
 # %% ../nbs/szrank/32_features.ipynb 3
 FACE_FEATURES = 16                                     # per-face token width of the v1 stream
@@ -26,11 +27,12 @@ FACE_FEATURE_NAMES = ("normal_x", "normal_y", "normal_z", "offset", "crossings",
                       "perimeter", "edge_spread", "turning", "convexity", "centroid_distance", "extent",
                       "degenerate_corners", "facing")
 GLOBAL_FEATURE_NAMES = ("crossings", "intersections", "total", "log_total", "degenerate", "near_parallel",
-                        "at_infinity", "cross_rate", "pierce_rate", "plane_cross_rate", "mean_area", "area_spread",
+                        "at_infinity", "crossings_gain", "intersections_gain", "plane_cross_rate", "mean_area", "area_spread",
                         "mean_perimeter", "mean_edge_spread", "simple_faces", "mean_abs_turning",
                         "max_face_crossings", "max_face_pierced", "min_log_det", "max_vertex_distance",
                         "mean_vertex_distance", "progress", "log_best", "temperature")
 CONTEXT_FEATURES = ("progress", "log_best", "temperature")   # supplied by the run, not by the geometry
+REFERENCE_FEATURES = ("crossings_gain", "intersections_gain")   # relative to the reference (the anchor)
 FEATURE_CLIP = 1e6                                     # every feature is finite and within +-1e6
 assert len(FACE_FEATURE_NAMES) == FACE_FEATURES and len(GLOBAL_FEATURE_NAMES) == GLOBAL_FEATURES
 
@@ -40,10 +42,13 @@ def slog(x):
     return np.sign(x) * np.log1p(np.abs(x))
 
 # %% ../nbs/szrank/32_features.ipynb 5
-def features(normals, offsets, layout: Layout, defects: Defects | None = None, context=None) -> np.ndarray:
+def features(normals, offsets, layout: Layout, defects: Defects | None = None, context=None,
+             reference=None) -> np.ndarray:
     """v1 features (B, 216) float32 of one configuration (12, 3)/(12,) or a batch (B, 12, 3)/(B, 12).
 
-    `context`: (progress, best_total, temperature), one triple or one per configuration."""
+    `context`: (progress, best_total, temperature), one triple or one per configuration.
+    `reference`: (crossings, intersections) of the configuration this one is compared with (for a
+    proposal, its anchor), one pair or one per configuration; default: the configuration itself."""
     n, d = _batch(normals, offsets)
     B = n.shape[0]
     if defects is None:
@@ -99,8 +104,9 @@ def features(normals, offsets, layout: Layout, defects: Defects | None = None, c
     total = defects.crossings + defects.intersections
     g[:, 0], g[:, 1], g[:, 2], g[:, 3] = defects.crossings, defects.intersections, total, np.log1p(total)
     g[:, 4], g[:, 5], g[:, 6] = defects.degenerate, defects.near_parallel, defects.at_infinity
-    pairs = FACE_COUNT * PAIRS_PER_FACE
-    g[:, 7], g[:, 8] = defects.crossings / pairs, defects.intersections / pairs
+    if reference is not None:
+        reference = np.broadcast_to(np.asarray(reference, dtype=np.float64), (B, 2))
+        g[:, 7], g[:, 8] = reference[:, 0] - defects.crossings, reference[:, 1] - defects.intersections
     g[:, 9] = defects.plane_cross.mean(axis=-1)
     g[:, 10], g[:, 11] = out_face[..., 7].mean(axis=-1), out_face[..., 7].std(axis=-1)
     g[:, 12], g[:, 13] = out_face[..., 8].mean(axis=-1), out_face[..., 9].mean(axis=-1)
