@@ -43,6 +43,29 @@ def test_feature_values_follow_their_definitions():
     np.testing.assert_allclose(g["progress"], [0, 0.1, 0.2, 0.3], atol=1e-6)
     np.testing.assert_allclose(g["log_best"], np.log1p([0, 1, 2, 3]), atol=1e-6)
     assert block.dtype == np.float32 and block.shape == (4, 216)
+    # without a reference the configuration is its own: no gain
+    np.testing.assert_array_equal(g["crossings_gain"], 0)
+    np.testing.assert_array_equal(g["intersections_gain"], 0)
+
+
+def test_a_proposal_carries_its_gain_over_the_anchor():
+    "Features 7 and 8 are the reference's counts minus the configuration's, per row (labels are anchor-relative)."
+    from szrank.search import apply_move
+    rng = np.random.default_rng(8)
+    L = layout(21)
+    normals, offsets = random_planes(rng)
+    anchor = evaluate(normals, offsets, L)
+    moved = [apply_move(normals, offsets, plane, 1, 2, rng) for plane in range(4)]
+    n, d = np.stack([m[0] for m in moved]), np.stack([m[1] for m in moved])
+    proposal = evaluate(n, d, L)
+    reference = np.repeat([[anchor.crossings[0], anchor.intersections[0]]], 4, axis=0)
+    _, globals_ = split_features(features(n, d, L, reference=reference))
+    g = dict(zip(GLOBAL_FEATURE_NAMES, globals_.T))
+    np.testing.assert_array_equal(g["crossings_gain"], anchor.crossings[0] - proposal.crossings)
+    np.testing.assert_array_equal(g["intersections_gain"], anchor.intersections[0] - proposal.intersections)
+    assert (g["crossings_gain"] + g["intersections_gain"] != 0).any()      # the moves changed something
+    # one pair broadcasts to every row
+    np.testing.assert_array_equal(features(n, d, L, reference=reference[0]), features(n, d, L, reference=reference))
 
 
 def test_convex_and_self_crossing_faces():

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from szrank import topology
-from szrank.topology import (STAR_CYCLE, TOPOLOGIES, TOPOLOGY_COUNT, canonical_form, check_topology,
+from szrank.topology import (STAR_CYCLE, TOPOLOGIES, TOPOLOGY_COUNT, candidate_relabellings, canonical_form,
+                             check_topology, normalise,
                              enumerate_labelled, link_orders, load_topologies, orient, read_triangulation,
                              surface_summary, topology_index, topology_links)
 
@@ -132,3 +133,30 @@ def test_regenerated_table_matches_the_shipped_one(tmp_path):
     assert len(table) == 59
     assert table == TOPOLOGIES
     assert load_topologies(tmp_path / "topologies.json") == TOPOLOGIES
+
+
+PUBLISHED = Path(__file__).resolve().parent / "data" / "szilassi"
+
+
+def test_index_agrees_with_the_published_numbering():
+    """Surface #30 of Lutz's lexicographic list (numbered from 1) is index 29 here, as given.
+
+    The published list holds each type by its lexicographically minimal facet list, in lexicographic
+    order, so the entry must already be canonical and sit at the same position in TOPOLOGIES."""
+    facets = check_topology(read_triangulation(PUBLISHED / "lutz_manifolds_lex_d2_n12_o1_g6_surface30.txt"))
+    assert canonical_form(facets) == facets
+    assert TOPOLOGIES[29] == facets
+    assert topology_index(facets) == 29
+
+
+def test_the_vertex_transitive_triangulation_is_in_the_table():
+    "Benedetti & Lutz's d2n12g6 (unique vertex-transitive one): a valid entry under its own labelling."
+    facets = check_topology(read_triangulation(PUBLISHED / "benedetti_lutz_d2n12g6.txt"))
+    index = topology_index(facets)
+    assert TOPOLOGIES[index] == canonical_form(facets)
+    # vertex-transitive: from every vertex's star some relabelling (vertex -> 1, its link onto
+    # STAR_CYCLE; neighbourly, so that fixes every label) reaches the canonical form
+    canonical = canonical_form(facets)
+    reaching = {int(np.flatnonzero(row == 1)[0]) for row in candidate_relabellings(facets)
+                if normalise(relabel(facets, row)) == canonical}
+    assert reaching == set(range(1, 13))
