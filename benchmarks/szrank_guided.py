@@ -7,8 +7,10 @@ seeds, so the same topologies and the same starts, and the same evaluation
 budget (steps x (1 + replicas x iterations)).  Prints, side by side, the median
 best C+I per run and the evaluations each policy needed to reach the uniform
 policy's median.  No assertions: the figures are reported whichever way they
-come out.  The trained model sees a tiny corpus; `--force-deploy` is used when
-the statistical gate refuses it, and the output says so."""
+come out.  Training uses the demo's search-stage settings
+(`szrank.demo.SEARCH_TRAINING`) and the gate's 1000-record minimum (or the split
+size, if smaller); `--force-deploy` is used only when the statistical gate
+refuses the model, and the output says so."""
 from __future__ import annotations
 
 import argparse
@@ -22,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from szrank.archive import list_runs, read_run
+from szrank.demo import GATE_MINIMUM_RECORDS, SEARCH_TRAINING
 from szrank.search import run_searches
 
 
@@ -51,11 +54,11 @@ def lower_median(values) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=6, help="runs per policy (>= 4: the trainer's splits)")
-    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--steps", type=int, default=3000, help="steps per run = records per split")
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--iterations", type=int, default=4)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--workers", type=int, default=1, help="search processes (the cores are shared)")
     parser.add_argument("--workdir", type=Path, help="keep archives and model here (default: a temporary folder)")
     args = parser.parse_args()
     if args.runs < 4:
@@ -73,8 +76,8 @@ def main() -> int:
     (work / "splits.json").write_text(json.dumps({n: s.run_id for n, s in zip(names, uniform)}))
     command = [szrank, "train", "--archive-root", str(work / "uniform"), "--exporter", f"{szrank} export",
                "--split-runs", str(work / "splits.json"), "--output-directory", str(work / "model"),
-               "--snapshot-directory", str(work / "snapshot"), "--report-epochs", "2", "--batch-size", "64",
-               "--minimum-gate-records", "10", "--device", "cpu"]
+               "--snapshot-directory", str(work / "snapshot"), "--device", "cpu",
+               "--minimum-gate-records", str(min(GATE_MINIMUM_RECORDS, args.steps)), *SEARCH_TRAINING]
     started = time.perf_counter()
     trained = subprocess.run(command, capture_output=True, text=True)
     forced = False

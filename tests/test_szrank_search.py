@@ -162,6 +162,10 @@ def test_export_writes_whole_runs_in_order(archive, tmp_path):
     L = layout(first_meta["topology"])
     np.testing.assert_array_equal(mine["anchor"], features(first_events["anchor_normals"], first_events["anchor_offsets"],
                                                            L, context=context))
+    # the proposal block is measured against its anchor (the labels are anchor-relative)
+    np.testing.assert_array_equal(mine["proposal"], features(first_events["proposal_normals"],
+                                                             first_events["proposal_offsets"], L, context=context,
+                                                             reference=first_events["anchor_defects"]))
     np.testing.assert_array_equal(records[:12], export_records(runs[0], first_events))
     # --include-run keeps only the named runs, still whole and in archive order
     picked = run_export(root, tmp_path / "two.sztx", [runs[2], runs[0]])
