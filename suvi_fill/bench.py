@@ -17,7 +17,7 @@ from szrank.common import CliError, atomic_write, atomic_write_json
 
 # %% auto 0
 __all__ = ['GAPS', 'SAMPLES', 'BENCH_SEED', 'GOAL_MARGIN_DB', 'BENCH_JSON', 'BENCH_MD', 'BENCH_PNG', 'FILLER_ORDER',
-           'split_segments', 'split_targets', 'inside_mask', 'eligible', 'gap_offsets', 'gap_damage', 'measured_gaps',
+           'inside_mask', 'gap_offsets', 'gap_damage', 'measured_gaps', 'split_segments', 'split_targets', 'eligible',
            'BenchSet', 'band_psnr', 'summarise', 'parse_gaps', 'run_bench', 'goal', 'format_tables', 'plot_bench',
            'write_outputs', 'bench_command']
 
@@ -48,49 +48,15 @@ def split_targets(segs) -> list:
     return sorted(out, key=lambda item: (item[1], item[0]))
 
 
-def inside_mask(segs, satellites, when: int, span: int) -> np.ndarray:
-    "Bool (2 * span + 1, len(satellites)): slot `when + d` of that satellite lies inside `segs`."
-    d = np.arange(-span, span + 1) + int(when)
-    out = np.zeros((len(d), len(satellites)), bool)
-    for sat, start, end in segs:
-        if sat in satellites:
-            out[:, list(satellites).index(sat)] |= (d >= start) & (d < end)
-    return out
+# The gap machinery is the sampler's, shared with the trainer (which draws samples the same way).
+inside_mask, gap_offsets, gap_damage, measured_gaps = (samples.inside_mask, samples.gap_offsets,
+                                                       samples.gap_damage, samples.measured_gaps)
 
 
 def eligible(segs, satellites, target, gap: int) -> bool:
     "Some satellite has a frame `gap` slots before or after `target` inside `segs`."
     inside = inside_mask(segs, satellites, target[1], gap)
     return bool(inside[0].any() or inside[-1].any())
-
-
-def gap_offsets(gap: int, base=samples.OFFSETS) -> tuple:
-    "The anchor ladder for gap `gap`: `base` joined with `ladder_for(gap)`."
-    return tuple(sorted(set(int(o) for o in base) | set(samples.ladder_for(int(gap)))))
-
-
-def gap_damage(lost, window, inside, gap: int) -> np.ndarray:
-    """The window (2 * span + 1, n_satellites, 6) of gap `gap`: lost bands absent at |d| < gap
-    and present (inside the split) from there on; every band absent outside the split."""
-    window = np.asarray(window, bool) & inside[..., None]
-    span = (window.shape[0] - 1) // 2
-    near = np.abs(np.arange(-span, span + 1)) < gap
-    lost = np.asarray(lost, bool)
-    columns = np.arange(window.shape[1])
-    window[np.ix_(near, columns, lost)] = False
-    window[np.ix_(~near, columns, lost)] = np.broadcast_to(inside[~near][:, :, None],
-                                                          (int((~near).sum()), len(columns), int(lost.sum())))
-    return window
-
-
-def measured_gaps(sample: dict) -> dict:
-    "`{band index: slots from the target to the nearest frame holding it}` for the sample's lost bands."
-    slots = np.array([abs(int(slot) - int(sample["when"])) for _, slot in sample["frames"]])
-    out = {}
-    for b in np.flatnonzero(sample["lost"]):
-        holding = np.flatnonzero(sample["present"][1:, b]) + 1
-        out[int(b)] = int(slots[holding].min()) if len(holding) else None
-    return out
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 9
 class BenchSet:
@@ -115,15 +81,16 @@ class BenchSet:
         names = [n for n in names if (self.directory / n).exists()]
         self.shards = segments.open_shards(self.directory, names) if names else {}
         self.targets = split_targets(self.segments)
-        self._samplers = {}
+        self._sampler = None
 
-    def sampler(self, gap: int) -> samples.Sampler:
-        if gap not in self._samplers:
-            self._samplers[gap] = samples.Sampler(self.shards, satellites=self.satellites,
-                                                  availability=self.availability, seed=self.seed,
-                                                  offsets=gap_offsets(gap, self.base_offsets),
-                                                  calibration=self.manifest.get("calibration"))
-        return self._samplers[gap]
+    def sampler(self, gap: int | None = None) -> samples.Sampler:
+        "The split's sampler (`gap` is accepted for callers that ask per gap: one serves all)."
+        if self._sampler is None:
+            self._sampler = samples.Sampler(self.shards, satellites=self.satellites,
+                                            availability=self.availability, seed=self.seed,
+                                            offsets=self.base_offsets, segments=self.segments,
+                                            calibration=self.manifest.get("calibration"))
+        return self._sampler
 
     def eligible(self, gap: int) -> list:
         "The split's targets with a frame exactly `gap` slots away inside the split."
@@ -131,15 +98,8 @@ class BenchSet:
 
     def build(self, gap: int, target, position: int):
         "The sample of `target` at `gap` with its pinned damage, or None."
-        sampler = self.sampler(gap)
         rng = np.random.default_rng([self.seed, int(gap), int(position)])
-        lost, window = sampler.draw_damage(rng)
-        inside = inside_mask(self.segments, self.satellites, target[1], sampler.span)
-        window = gap_damage(lost, window, inside, gap)
-        sample = sampler.build(target[0], target[1], rng, lost=lost, window=window)
-        if sample is None or any(g != gap for g in measured_gaps(sample).values()):
-            return None
-        return sample
+        return self.sampler().build_gap(target[0], target[1], rng, gap, exact=True)
 
     def samples(self, gap: int, count: int):
         "Yield up to `count` samples of gap `gap` (see above)."
@@ -252,13 +212,16 @@ def run_bench(shards_dir, manifest, availability, fillers: dict, gaps=GAPS, coun
 
 def goal(table: dict, gaps) -> dict:
     "The learned-vs-optical-flow margins per gap and whether the >= GOAL_MARGIN_DB goal is met."
-    out = {"rule": f"learned >= optical_flow + {GOAL_MARGIN_DB} dB at every gap with samples"}
+    out = {"rule": f"learned >= optical_flow + {GOAL_MARGIN_DB} dB at every gap"}
     if "learned" not in table or "optical_flow" not in table:
         return out | {"met": None, "why": "learned or optical_flow not run"}
     margins = {str(g): (None if table["learned"][str(g)] is None
                         else round(table["learned"][str(g)] - table["optical_flow"][str(g)], 3)) for g in gaps}
+    # A gap without samples is not passed: the goal is met only when every gap is measured.
+    unmeasured = [int(g) for g in gaps if margins[str(g)] is None]
     scored = [m for m in margins.values() if m is not None]
-    return out | {"margins": margins, "met": bool(scored) and all(m >= GOAL_MARGIN_DB for m in scored)}
+    return out | {"margins": margins, "unmeasured": unmeasured,
+                  "met": bool(scored) and not unmeasured and all(m >= GOAL_MARGIN_DB for m in scored)}
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 15
 def format_tables(result: dict) -> str:
@@ -278,6 +241,10 @@ def format_tables(result: dict) -> str:
     if g.get("margins"):
         lines += ["", f"Goal ({g['rule']}): {'met' if g['met'] else 'NOT met'}; margins (dB): "
                   + ", ".join(f"gap {k} {cell(g['margins'][k])}" for k in gaps)]
+        if g.get("unmeasured"):
+            lines.append(f"No samples at gap {', '.join(str(k) for k in g['unmeasured'])}: the {result['split']} "
+                         "split has no target with a frame that many slots away inside it (a longer archive, "
+                         "or fewer outages: suvi-fill synth --outage-scale).")
     for name in result["fillers"]:
         lines += ["", f"## {name}: per band (dB)", "",
                   "| gap | " + " | ".join(f"{w} Å" for w in paths.WAVELENGTHS) + " |",

@@ -232,7 +232,10 @@ class OpticalFlow(Filler):
         else:
             side = before if after is None else after
             sign = np.sign(dts[side])
-            same_side = [t for t in _rank(prep, holders(prep, band)) if np.sign(dts[t]) == sign and t != side]
+            # Further frames on the same side; a frame at the same time (the other
+            # satellite's) gives no motion to extrapolate from.
+            same_side = [t for t in _rank(prep, holders(prep, band))
+                         if np.sign(dts[t]) == sign and t != side and dts[t] != dts[side]]
             if not same_side:
                 out = aligned(side)
             else:

@@ -66,7 +66,7 @@ class FrameSource:
         truth, own, target_time, b0, radius = self.stored(satellite, slot)
         lost = np.asarray(lost, bool)
         column = self.satellites.index(satellite)
-        usable = np.stack([sampler._window(s, slot) for s in self.satellites])
+        usable = np.stack([sampler.window(s, slot) for s in self.satellites])
         usable[column, sampler.span] = False
         anchors = samples.choose_anchors(usable, sampler.offsets, column)
         order = sorted(anchors, key=lambda key: (abs(key[1]), key[1], key[0] != column, key[0]))
@@ -154,7 +154,7 @@ def render_frames(shards_dir, satellite: int, start_slot: int, end_slot: int, ba
     `bands` one or three wavelengths; `filler` a `fillers.Filler`.
     """
     from tqdm.auto import tqdm
-    from suvi_fill.bench import gap_offsets
+    from suvi_fill.samples import gap_offsets
     out = Path(out)
     satellite = int(satellite)
     need = np.zeros(6, bool)

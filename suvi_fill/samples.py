@@ -13,7 +13,8 @@ import numpy as np
 from suvi_fill import paths, segments as segments_module
 
 # %% auto 0
-__all__ = ['LADDER', 'OFFSETS', 'ladder_for', 'choose_anchors', 'Sampler', 'to_tensors', 'collate']
+__all__ = ['LADDER', 'OFFSETS', 'GAP_MAX', 'NATURAL_SHARE', 'ladder_for', 'gap_offsets', 'inside_mask', 'gap_damage',
+           'measured_gaps', 'draw_gap', 'choose_anchors', 'Sampler', 'to_tensors', 'collate']
 
 # %% ../nbs/suvi_fill/33_samples.ipynb 4
 #: Spans (slots either side of the target) a model can be trained for; see above.
@@ -35,7 +36,71 @@ def ladder_for(span: int) -> tuple:
 #: The default ladder: the smallest rung, the corpus's minimum span.
 OFFSETS = ladder_for(LADDER[0])
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 7
+# %% ../nbs/suvi_fill/33_samples.ipynb 6
+#: The longest gap (slots, 20 h) the trainer draws and the bench measures: a 20-hour outage
+#: is about the longest a filler can still bridge with the Sun's rotation (11 deg).
+GAP_MAX = 300
+#: Share of training samples drawn with the availability model's damage alone (no gap):
+#: the lost-band patterns and nearby outages of the archive as they come.
+NATURAL_SHARE = 0.25
+
+
+def gap_offsets(gap: int, base=OFFSETS) -> tuple:
+    "The anchor ladder for gap `gap`: `base` joined with `ladder_for(gap)`."
+    return tuple(sorted(set(int(o) for o in base) | set(ladder_for(int(gap)))))
+
+
+def inside_mask(segs, satellites, when: int, span: int) -> np.ndarray:
+    "Bool (2 * span + 1, len(satellites)): slot `when + d` of that satellite lies inside `segs`."
+    d = np.arange(-span, span + 1) + int(when)
+    out = np.zeros((len(d), len(satellites)), bool)
+    for sat, start, end in segs:
+        if sat in satellites:
+            out[:, list(satellites).index(sat)] |= (d >= start) & (d < end)
+    return out
+
+
+def gap_damage(lost, window, inside, gap: int) -> np.ndarray:
+    """The window (2 * span + 1, n_satellites, 6) of gap `gap`: lost bands absent at |d| < gap
+    and present (inside the split) from there on; every band absent outside the split."""
+    window = np.asarray(window, bool) & inside[..., None]
+    span = (window.shape[0] - 1) // 2
+    near = np.abs(np.arange(-span, span + 1)) < gap
+    lost = np.asarray(lost, bool)
+    columns = np.arange(window.shape[1])
+    window[np.ix_(near, columns, lost)] = False
+    window[np.ix_(~near, columns, lost)] = np.broadcast_to(inside[~near][:, :, None],
+                                                          (int((~near).sum()), len(columns), int(lost.sum())))
+    return window
+
+
+def measured_gaps(sample: dict) -> dict:
+    "`{band index: slots from the target to the nearest frame holding it}` for the sample's lost bands."
+    slots = np.array([abs(int(slot) - int(sample["when"])) for _, slot in sample["frames"]])
+    out = {}
+    for b in np.flatnonzero(sample["lost"]):
+        holding = np.flatnonzero(sample["present"][1:, b]) + 1
+        out[int(b)] = int(slots[holding].min()) if len(holding) else None
+    return out
+
+
+def draw_gap(rng, gap_max: int = GAP_MAX, natural_share: float = NATURAL_SHARE):
+    """A training gap: None (the availability model's damage alone) with probability
+    `natural_share`, else log-uniform in [1, `gap_max`] slots -- as many samples per
+    factor of two of gap, so 1-4 and 64-300 are trained alike.  `gap_max` 0: always None."""
+    if gap_max < 1 or rng.random() < natural_share:
+        return None
+    return int(np.clip(np.rint(np.exp(rng.uniform(0.0, np.log(gap_max + 0.5)))), 1, gap_max))
+
+
+assert gap_offsets(4, (1, 2, 4, 8)) == (1, 2, 4, 8) and gap_offsets(20, (1, 2)) == (1, 2, 4, 8, 16, 20)
+_w = gap_damage(np.eye(6, dtype=bool)[0], np.ones((9, 2, 6), bool), np.ones((9, 2), bool), 3)
+assert not _w[2:7, :, 0].any() and _w[[0, 1, 7, 8], :, 0].all() and _w[:, :, 1:].all()
+_g = [draw_gap(np.random.default_rng(k)) for k in range(400)]
+assert any(g is None for g in _g) and min(g for g in _g if g) == 1 and max(g for g in _g if g) > 150
+assert draw_gap(np.random.default_rng(0), gap_max=0) is None
+
+# %% ../nbs/suvi_fill/33_samples.ipynb 9
 def choose_anchors(usable: np.ndarray, offsets, target_column: int) -> dict:
     """The anchors of one sample from a usability cube.
 
@@ -68,7 +133,7 @@ def choose_anchors(usable: np.ndarray, offsets, target_column: int) -> dict:
     pick(0, simultaneous)
     return chosen
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 10
+# %% ../nbs/suvi_fill/33_samples.ipynb 12
 def _read_band(shard, i: int, b: int, out: np.ndarray) -> None:
     "`out[...] = shard.band(i, b)`, without the intermediate plane when `Shard.band` takes `out=`."
     if _takes_out(type(shard)):
@@ -107,7 +172,7 @@ def _find_calibration(shards) -> dict:
     raise ValueError(f"no calibration: no manifest.json with a 'calibration' beside the shards ({where}); "
                      "build the corpus with suvi-fill build, or pass calibration=manifest['calibration']")
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 12
+# %% ../nbs/suvi_fill/33_samples.ipynb 14
 class Sampler:
     """Targets and freshly damaged samples from resident shards.
 
@@ -167,15 +232,18 @@ class Sampler:
         row = int(np.searchsorted(index["slots"], int(slot)))
         return row if row < len(index["slots"]) and int(index["slots"][row]) == int(slot) else -1
 
-    def _window(self, satellite: int, when: int) -> np.ndarray:
-        "Stored presence (2 * span + 1, 6) of `satellite` around `when`."
-        out = np.zeros((2 * self.span + 1, 6), bool)
+    def window(self, satellite: int, when: int, span: int | None = None) -> np.ndarray:
+        """Stored presence bool (2 * span + 1, 6) of `satellite` around slot `when` (row
+        `d + span` = slot `when + d`; False where nothing is stored); `span` default `self.span`."""
+        span = self.span if span is None else int(span)
+        when = int(when)
+        out = np.zeros((2 * span + 1, 6), bool)
         index = self._index.get(int(satellite))
         if index is None:
             return out
-        lo = np.searchsorted(index["slots"], when - self.span)
-        hi = np.searchsorted(index["slots"], when + self.span, side="right")
-        out[index["slots"][lo:hi] - (when - self.span)] = index["present"][lo:hi]
+        lo = np.searchsorted(index["slots"], when - span)
+        hi = np.searchsorted(index["slots"], when + span, side="right")
+        out[index["slots"][lo:hi] - (when - span)] = index["present"][lo:hi]
         return out
 
     def transfer(self, source: int, target: int) -> tuple:
@@ -212,23 +280,51 @@ class Sampler:
         known = [int(s) for s in getattr(self.availability, "satellites", self.satellites)]
         return [known.index(s) if s in known else k % len(known) for k, s in enumerate(self.satellites)]
 
-    def draw_damage(self, rng) -> tuple:
+    def draw_damage(self, rng, span: int | None = None) -> tuple:
         "Fresh `(lost (6,), window (2 * span + 1, n_satellites, 6))` from the availability model."
         if self.availability is None:
             raise ValueError("Sampler.build needs the profiled availability model (suvi-fill profile "
                              "writes availability.npz); refusing to invent outages")
         lost = np.asarray(self.availability.draw_lost(rng), bool).reshape(6)
-        window = np.asarray(self.availability.draw_window(rng, self.span), bool)
+        window = np.asarray(self.availability.draw_window(rng, self.span if span is None else int(span)), bool)
         return lost, window[:, self._columns()]
 
+    def build_gap(self, satellite, when, rng, gap: int, exact: bool = False, inside=None):
+        """A sample of target `(satellite, when)` whose lost bands are `gap` slots away, or None.
+
+        Damage is drawn from the availability model over the ladder `gap_offsets(gap,
+        self.offsets)`, then `gap_damage` removes the lost bands from every frame nearer
+        than `gap` and keeps them, as stored, from `gap` on.  `inside` bool (2 * span + 1,
+        n_satellites) marks the frames a sample may use (default: the slots of
+        `self.segments`, or every stored slot when the sampler has none).  None when some
+        lost band is then held by no frame, or, with `exact`, is nearest at another gap.
+        """
+        offsets = gap_offsets(gap, self.offsets)
+        span = offsets[-1]
+        lost, window = self.draw_damage(rng, span)
+        if inside is None:
+            inside = (np.ones((2 * span + 1, len(self.satellites)), bool) if self.segments is None
+                      else inside_mask(self.segments, self.satellites, when, span))
+        window = gap_damage(lost, window, inside, gap)
+        sample = self.build(satellite, when, rng, lost=lost, window=window, offsets=offsets)
+        if sample is None:
+            return None
+        measured = measured_gaps(sample).values()
+        if any(g is None for g in measured) or (exact and any(g != int(gap) for g in measured)):
+            return None
+        return sample
+
     # -------------------------------------------------------------- build
-    def build(self, satellite, when, rng, lost=None, window=None):
+    def build(self, satellite, when, rng, lost=None, window=None, offsets=None):
         """One freshly damaged sample of target `(satellite, when)`, or None.
 
         `rng` is the only randomness used.  `lost` (6,) bool and `window`
         (2 * span + 1, len(satellites), 6) bool (True: present) override the drawn
-        damage (both or neither).
+        damage (both or neither).  `offsets` overrides the anchor ladder (its largest
+        offset is then the span).
         """
+        offsets = self.offsets if offsets is None else tuple(sorted({int(o) for o in offsets}))
+        span = offsets[-1]
         satellite, when = int(satellite), int(when)
         row = self._position(satellite, when)
         if row < 0 or not self._index[satellite]["present"][row].all():
@@ -236,18 +332,18 @@ class Sampler:
         if (lost is None) != (window is None):
             raise ValueError("Sampler.build: pass both lost= and window=, or neither")
         if lost is None:
-            lost, window = self.draw_damage(rng)
+            lost, window = self.draw_damage(rng, span)
         lost = np.asarray(lost, bool).reshape(6)
         window = np.asarray(window, bool)
         if not lost.any():
             raise ValueError("damage must lose at least one target band (draw_lost returned none)")
-        if window.shape != (2 * self.span + 1, len(self.satellites), 6):
+        if window.shape != (2 * span + 1, len(self.satellites), 6):
             raise ValueError(f"damage window {window.shape} is not "
-                             f"{(2 * self.span + 1, len(self.satellites), 6)}")
+                             f"{(2 * span + 1, len(self.satellites), 6)}")
         column = self.satellites.index(satellite)
-        usable = np.stack([self._window(s, when) for s in self.satellites]) & window.transpose(1, 0, 2)
-        usable[column, self.span] = False                 # the target is not its own anchor
-        anchors = choose_anchors(usable, self.offsets, column)
+        usable = np.stack([self.window(s, when, span) for s in self.satellites]) & window.transpose(1, 0, 2)
+        usable[column, span] = False                      # the target is not its own anchor
+        anchors = choose_anchors(usable, offsets, column)
         if not anchors:
             return None
 
@@ -286,7 +382,7 @@ class Sampler:
                 "gains": gains, "offsets": offsets, "target": truth, "lost": lost.copy(),
                 "b0": float(target_shard.b0[i]), "radius": float(target_shard.radius[i])}
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 14
+# %% ../nbs/suvi_fill/33_samples.ipynb 16
 def to_tensors(sample: dict, torch) -> dict:
     "A sample as the float32 tensors `collate` and `aligned_batch` use (see above)."
     from suvi_fill import model

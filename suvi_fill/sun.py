@@ -29,13 +29,13 @@ __all__ = ['HOWARD_A', 'HOWARD_B', 'HOWARD_C', 'EARTH_ORBIT_DEG_PER_DAY', 'RESPO
            'HOLE_DEPTH', 'COUNTS_PER_RADIANCE', 'READ_NOISE_FRACTION', 'NATIVE_PIXELS', 'NATIVE_CDELT',
            'FIELD_OF_VIEW_ARCSEC', 'SATURATION', 'PSF_NATIVE_PIXELS', 'CORONAL_304_SHARE', 'OK', 'DROP_BAND',
            'DROP_FRAME', 'EMPTY_FILE', 'ECLIPSE', 'SENTINEL_RUN', 'DUAL_FAILURE', 'MULTI_DAY_GAP', 'OUTAGE_NAMES',
-           'FILE_PRESENT', 'SATELLITE_LONGITUDE', 'GEO_RADIUS_KM', 'SHADOW_RADIUS_KM', 'TEXTURE_DEG', 'NETWORK_DEG',
-           'NETWORK_DAYS', 'AR_RATE_PER_DAY', 'AR_LIFE_DAYS', 'FLARE_RATE_PER_DAY', 'AR_HEIGHT', 'CORE_HEIGHT',
-           'FLARE_HEIGHT', 'POINTING_BIAS_ARCSEC', 'POINTING_DIURNAL_ARCSEC', 'POINTING_JITTER_ARCSEC', 'ROLL_BIAS_DEG',
-           'ROLL_DIURNAL_DEG', 'GAIN_SIGMA', 'OFFSET_FRACTION', 'DEFAULT_START', 'DEFAULT_RESOLUTION', 'TRUTH_NAME',
-           'OUTAGES_NAME', 'howard_rate', 'band_response', 'dem_weights', 'relative_brightness', 'OutageRates',
-           'eclipse_window', 'outage_plan', 'Geometry', 'SunModel', 'Instrument', 'archive_path', 'synthesize',
-           'synth_command']
+           'FILE_PRESENT', 'SATELLITE_LONGITUDE', 'GEO_RADIUS_KM', 'SHADOW_RADIUS_KM', 'SCALED_RATES', 'TEXTURE_DEG',
+           'NETWORK_DEG', 'NETWORK_DAYS', 'AR_RATE_PER_DAY', 'AR_LIFE_DAYS', 'FLARE_RATE_PER_DAY', 'AR_HEIGHT',
+           'CORE_HEIGHT', 'FLARE_HEIGHT', 'POINTING_BIAS_ARCSEC', 'POINTING_DIURNAL_ARCSEC', 'POINTING_JITTER_ARCSEC',
+           'ROLL_BIAS_DEG', 'ROLL_DIURNAL_DEG', 'GAIN_SIGMA', 'OFFSET_FRACTION', 'DEFAULT_START', 'DEFAULT_RESOLUTION',
+           'TRUTH_NAME', 'OUTAGES_NAME', 'howard_rate', 'band_response', 'dem_weights', 'relative_brightness',
+           'OutageRates', 'eclipse_window', 'outage_plan', 'Geometry', 'SunModel', 'Instrument', 'archive_path',
+           'synthesize', 'synth_command']
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 4
 #: Howard et al. differential-rotation coefficients, µrad/s (sidereal): ω = A + B sin²φ + C sin⁴φ.
@@ -159,6 +159,22 @@ class OutageRates:
     eclipses: bool = True
     degraded_after_eclipse: int = 2          # slots flagged DEGRADED after an eclipse
 
+    def scaled(self, factor: float) -> "OutageRates":
+        """These rates with every random process (drops, empty products, sentinel runs,
+        dual failures, multi-day gaps) `factor` times as frequent; run lengths and the
+        eclipses (geometry, not chance) unchanged.  `factor` 0.1 gives clean runs of many
+        hours -- long enough to bench 20-hour gaps -- with the same kinds of outage."""
+        factor = float(factor)
+        if not math.isfinite(factor) or factor < 0:
+            raise ValueError(f"outage scale must be a finite number >= 0, not {factor}")
+        return dataclasses.replace(self, **{name: getattr(self, name) * factor for name in SCALED_RATES})
+
+
+#: The fields of `OutageRates` that `scaled` multiplies: the rates of the random processes.
+SCALED_RATES = ("band_drops_per_day", "frame_drops_per_day", "empty_fraction", "sentinel_runs_per_day",
+                "dual_failures_per_day", "gaps_per_day")
+
+assert OutageRates().scaled(0.5).band_drops_per_day == 1.5 and OutageRates().scaled(0.5).sentinel_hours == (1.0, 6.0)
 
 def eclipse_window(day, satellite: int):
     "(start, end) unix seconds of GOES-`satellite`'s eclipse on UTC `day`, or None outside the season."
@@ -688,9 +704,16 @@ def synth_command(parser: argparse.ArgumentParser):
     parser.add_argument("--start", default=DEFAULT_START, help=f"first UTC day (default {DEFAULT_START})")
     parser.add_argument("--satellites", default=",".join(map(str, SATELLITES)),
                         help="comma-separated GOES numbers (default 16,18)")
+    parser.add_argument("--outage-scale", type=float, default=1.0,
+                        help="multiply the rate of every random outage process (eclipses unchanged); "
+                             "0.1 gives clean runs of many hours (default 1: the documented rates)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
     def run(args) -> int:
+        try:
+            rates = OutageRates().scaled(args.outage_scale)
+        except ValueError as exc:
+            raise CliError(f"--outage-scale {args.outage_scale}: {exc}") from None
         try:
             satellites = tuple(int(s) for s in args.satellites.split(",") if s.strip())
         except ValueError:
@@ -701,7 +724,7 @@ def synth_command(parser: argparse.ArgumentParser):
             raise CliError(f"--start {args.start!r}: {exc}") from None
         summary = synthesize(args.out, days=args.days, resolution=args.resolution, seed=args.seed,
                              start=args.start, satellites=satellites, hours=args.hours,
-                             progress=not args.quiet)
+                             rates=rates, progress=not args.quiet)
         frames = summary["band_frames"]
         print(f"wrote {summary['files']} files to {args.out} in {summary['seconds']:.1f} s: "
               f"{summary['slots']} slots x {len(satellites)} satellites x 6 bands at {summary['resolution']} px")

@@ -24,9 +24,9 @@ from szrank.common import atomic_writer, autocast_enabled, pick_device, DEVICE_C
 # %% auto 0
 __all__ = ['POOL_VISIT', 'POOL_WAIT', 'POOL_POLL', 'EVAL_EVERY', 'ABORT_DROP_DB', 'PLATEAU_EVALS', 'DECAY_FACTOR', 'MIN_LR_SCALE',
            'WARMUP_STEPS', 'CLIP_NORM', 'WEIGHT_DECAY', 'SWEEP_EVERY', 'PIN_STRIDE', 'collate', 'DESCRIPTION',
-           'VAL_WORKERS', 'learning_rate', 'sweep_rate', 'host_free_gb', 'load_availability', 'ShardSet', 'seed_worker',
-           'PoolSet', 'SliceSet', 'aligned_batch', 'evaluate', 'distributed_context', 'share_verdict', 'add_arguments',
-           'read_corpus', 'main', 'train', 'make_train_loader', 'make_val_loader', 'train_command']
+           'VAL_WORKERS', 'learning_rate', 'sweep_rate', 'host_free_gb', 'load_availability', 'ShardSet', 'build_drawn',
+           'seed_worker', 'PoolSet', 'SliceSet', 'aligned_batch', 'evaluate', 'distributed_context', 'share_verdict',
+           'add_arguments', 'read_corpus', 'main', 'train', 'make_train_loader', 'make_val_loader', 'train_command']
 
 # %% ../nbs/suvi_fill/41_train.ipynb 4
 #: Targets a pool worker draws from one slice before moving to another: enough to
@@ -121,9 +121,10 @@ class ShardSet(torch.utils.data.Dataset):
     """
 
     def __init__(self, directory, days, satellites=(16, 18), deterministic=False,
-                 availability=None, seed=0, offsets=samples.OFFSETS, segments=None):
+                 availability=None, seed=0, offsets=samples.OFFSETS, segments=None, gap_max=0):
         self.deterministic = deterministic
         self.seed = seed
+        self.gap_max = int(gap_max)
         shards = {}
         for day in days:
             for satellite in satellites:
@@ -149,10 +150,20 @@ class ShardSet(torch.utils.data.Dataset):
             satellite, when = self.items[position]
             rng = (np.random.default_rng(self.seed * PIN_STRIDE + position)
                    if self.deterministic else self.sampler.rng)
-            sample = self.sampler.build(satellite, when, rng)
+            sample = build_drawn(self.sampler, satellite, when, rng, self.gap_max)
             if sample is not None:
                 return samples.to_tensors(sample, torch)
         raise RuntimeError("no slot in the entire set yields a buildable sample")
+
+
+def build_drawn(sampler, satellite, when, rng, gap_max=0):
+    """A training sample of `(satellite, when)`: at a gap `samples.draw_gap(rng, gap_max)`
+    (`Sampler.build_gap`), or with the availability model's damage alone when that draws
+    None (always, for `gap_max` 0).  None when the target cannot be built that way."""
+    gap = samples.draw_gap(rng, gap_max)
+    if gap is None:
+        return sampler.build(satellite, when, rng)
+    return sampler.build_gap(satellite, when, rng, gap)
 
 
 def seed_worker(worker_id):
@@ -173,8 +184,9 @@ class PoolSet(torch.utils.data.IterableDataset):
     """Endless samples from the rotating pool of slices under `directory`."""
 
     def __init__(self, directory, satellites=(16, 18), availability=None, seed=0,
-                 offsets=samples.OFFSETS, per_visit=POOL_VISIT, wait=None, rank=0):
+                 offsets=samples.OFFSETS, per_visit=POOL_VISIT, wait=None, rank=0, gap_max=0):
         self.directory = directory
+        self.gap_max = int(gap_max)
         self.satellites = tuple(satellites)
         self.availability = availability
         self.seed = seed
@@ -212,7 +224,7 @@ class PoolSet(torch.utils.data.IterableDataset):
                 targets = sampler.targets()
                 for _ in range(self.per_visit if targets else 0):
                     satellite, when = targets[int(rng.integers(len(targets)))]
-                    sample = sampler.build(satellite, when, rng)
+                    sample = build_drawn(sampler, satellite, when, rng, self.gap_max)
                     if sample is not None:
                         yield samples.to_tensors(sample, torch)
             finally:
@@ -380,6 +392,11 @@ def add_arguments(parser):
                         help="model input span in slots (a rung of "
                              f"{samples.LADDER}); sets the offset ladder and, "
                              "with a segment manifest, the target margin")
+    parser.add_argument("--gap-max", type=int, default=samples.GAP_MAX,
+                        help="train and validate at gaps drawn log-uniformly up to this many slots "
+                             f"(samples.draw_gap; {samples.NATURAL_SHARE:.0%} of samples keep the "
+                             f"availability model's damage alone); 0: that damage only "
+                             f"(default {samples.GAP_MAX}, the bench's longest gap)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--resume", default=None)
     parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES,
@@ -471,6 +488,8 @@ def _train(args, device, rank, world, on_record):
         + (f", segment splits "
            + "/".join(str(len(seg_splits.get(k, ()))) for k in ("train", "val", "test"))
            if seg_splits else ""))
+    say(f"  gaps: log-uniform 1..{args.gap_max} slots, {samples.NATURAL_SHARE:.0%} availability damage alone"
+        if args.gap_max > 0 else "  gaps: availability damage alone")
 
     trace = load_availability(args.shards, args.availability)
     say(f"  availability model: {trace.slots:,} slots, satellites {trace.satellites}")
@@ -482,7 +501,7 @@ def _train(args, device, rank, world, on_record):
         # cure -- two of the seed's three failed runs would have failed this in minutes.
         held_in = ShardSet(args.shards, splits["train"], satellites,
                            deterministic=True, availability=trace, seed=args.seed,
-                           offsets=offsets, segments=seg_splits["train"])
+                           offsets=offsets, segments=seg_splits["train"])   # the seed's damage: a wiring check
         stride = max(len(held_in) // args.overfit, 1)
         train_set = torch.utils.data.Subset(
             held_in, [i * stride for i in range(min(args.overfit, len(held_in)))]
@@ -495,18 +514,18 @@ def _train(args, device, rank, world, on_record):
             if not args.steps_per_epoch:
                 raise SystemExit("--pool needs --steps-per-epoch: a pool has no length")
             train_set = PoolSet(args.pool, satellites, availability=trace,
-                                seed=args.seed, offsets=offsets, rank=rank)
+                                seed=args.seed, offsets=offsets, rank=rank, gap_max=args.gap_max)
         else:
             train_set = ShardSet(args.shards, splits["train"], satellites,
                                  availability=trace, seed=args.seed + rank, offsets=offsets,
-                                 segments=seg_splits["train"])
+                                 segments=seg_splits["train"], gap_max=args.gap_max)
         if args.val_slices:
             val_set = SliceSet(args.val_slices, satellites, availability=trace, seed=1,
                                offsets=offsets)
         else:
             val_set = ShardSet(args.shards, splits["val"], satellites,
                                deterministic=True, availability=trace, seed=1,
-                               offsets=offsets, segments=seg_splits["val"])
+                               offsets=offsets, segments=seg_splits["val"], gap_max=args.gap_max)
         # An evenly spaced subset, so a small validation pass still spans every val
         # day and both satellites, and is the same subset every time.
         if args.val_samples and args.val_samples < len(val_set):

@@ -109,3 +109,17 @@ def test_bad_input_fails_cleanly(fill_corpus, tmp_path, extra, message):
 def test_missing_corpus_fails_cleanly(tmp_path):
     result = bench_cli(tmp_path / "nowhere", tmp_path / "bench")
     assert result.returncode == 2 and "manifest" in result.stderr and not (tmp_path / "bench").exists()
+
+
+def test_a_gap_without_samples_fails_the_goal_and_is_named():
+    from suvi_fill import bench
+    table = {"learned": {"1": 50.0, "300": None}, "optical_flow": {"1": 48.0, "300": None}}
+    verdict = bench.goal(table, (1, 300))
+    assert verdict["margins"] == {"1": 2.0, "300": None} and verdict["unmeasured"] == [300]
+    assert verdict["met"] is False
+    assert bench.goal({"learned": {"1": 50.0}, "optical_flow": {"1": 48.0}}, (1,))["met"] is True
+    result = {"split": "test", "manifest": "0" * 64, "resolution": 16, "gaps": [1, 300],
+              "samples": {"1": 4, "300": 0}, "fillers": ["optical_flow", "learned"], "table": table,
+              "per_band": {n: {"1": {}, "300": {}} for n in table}, "goal": verdict}
+    md = bench.format_tables(result)
+    assert "NOT met" in md and "No samples at gap 300" in md and "| samples | 4 | 0 |" in md

@@ -164,3 +164,22 @@ def test_registry_errors(tmp_path):
     junk.write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="junk.pt"):
         make_filler("learned", checkpoint=junk)
+
+
+def test_optical_flow_one_sided_with_simultaneous_frames(test_samples):
+    "Both satellites' frames at the same slot on one side: no motion to extrapolate, no crash."
+    import torch
+    from suvi_fill.fillers import OpticalFlow, prepare
+    prep = dict(prepare(test_samples[0]))
+    lost = np.flatnonzero(prep["lost"].numpy() > 0.5)
+    band = int(lost[0])
+    dts = prep["dts"].clone()
+    present = prep["present"].clone()
+    holding = [t for t in range(1, len(dts)) if present[t, band] > 0.5]
+    assert len(holding) >= 2
+    dts[holding] = dts[holding[0]].abs() + 240.0        # every holder at the same time, one side
+    prep["dts"] = dts
+    out = OpticalFlow()(prep)
+    assert np.isfinite(out[band]).all()
+    # No second time on that side: the answer is one holder's aligned plane, unextrapolated.
+    assert any(np.allclose(out[band], prep["aligned"][t, band].numpy(), atol=1e-6) for t in holding)

@@ -315,3 +315,59 @@ def test_collate_padding_changes_no_prediction_through_alignment(corpus):
         torch.testing.assert_close(fresh(together_aligned, padded["condition"], padded["present"]),
                                    model.prior_blend(together_aligned, padded["condition"], padded["present"]),
                                    atol=1e-6, rtol=0)
+
+
+def test_window_is_the_stored_presence_at_any_span(corpus):
+    s = sampler(corpus)
+    when = FIRST + BAND_DROP[0] - 2
+    default = s.window(16, when)
+    assert default.shape == (2 * s.span + 1, 6)
+    wide = s.window(16, when, span=40)
+    assert wide.shape == (81, 6) and np.array_equal(wide[40 - s.span:40 + s.span + 1], default)
+    assert not wide[40 + 2, 0] and wide[40 + 2, 1:].all()              # the 94 Å drop, two slots on
+    assert not s.window(16, FIRST - 500, span=3).any()                 # nothing stored there
+
+
+@pytest.mark.parametrize("gap", [1, 5, 40, 150])
+def test_build_gap_removes_the_lost_bands_nearer_than_the_gap(corpus, gap):
+    s = sampler(corpus, offsets=samples.ladder_for(16))
+    when = FIRST + 560
+    made = 0
+    for k in range(12):
+        sample = s.build_gap(16, when, np.random.default_rng(k), gap)
+        if sample is None:
+            continue
+        made += 1
+        measured = samples.measured_gaps(sample)
+        assert measured and all(g is not None and g >= gap for g in measured.values())
+        slots = np.array([abs(slot - when) for _, slot in sample["frames"]])
+        for b in np.flatnonzero(sample["lost"]):
+            assert not sample["present"][1:, b][slots[1:] < gap].any()
+        # The anchors reach the gap: the ladder was extended to it.
+        assert slots.max() >= gap
+        exact = s.build_gap(16, when, np.random.default_rng(k), gap, exact=True)
+        assert exact is None or set(samples.measured_gaps(exact).values()) == {gap}
+    assert made >= 6, f"only {made} of 12 gap-{gap} samples could be built"
+
+
+def test_build_gap_keeps_inside_the_sampler_segments(corpus):
+    chosen = [tuple(seg) for seg in corpus["manifest"]["segments"]["train"]]
+    s = sampler(corpus, segments=chosen)
+    inside = lambda sat, slot: any(a == sat and lo <= slot < hi for a, lo, hi in chosen)
+    targets = s.targets()
+    for k, (satellite, when) in enumerate(targets[:: max(1, len(targets) // 8)]):
+        sample = s.build_gap(satellite, when, np.random.default_rng(k), 24)
+        if sample is not None:
+            assert all(inside(sat, slot) for sat, slot in sample["frames"])
+
+
+def test_draw_gap_covers_every_factor_of_two_alike():
+    rng = np.random.default_rng(0)
+    drawn = [samples.draw_gap(rng, 256) for _ in range(4000)]
+    natural = sum(g is None for g in drawn) / len(drawn)
+    assert abs(natural - samples.NATURAL_SHARE) < 0.03
+    gaps = np.array([g for g in drawn if g is not None])
+    assert gaps.min() == 1 and gaps.max() == 256
+    octaves = np.histogram(np.log2(gaps), bins=[0, 2, 4, 6, 8.01])[0] / len(gaps)
+    assert np.all(np.abs(octaves - 0.25) < 0.04), octaves
+    assert all(samples.draw_gap(rng, 0) is None for _ in range(20))

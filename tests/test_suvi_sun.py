@@ -377,3 +377,39 @@ def test_synth_command_refuses_bad_input(tmp_path):
         assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
         assert not (tmp_path / "new").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]          # no staging left
+
+
+def test_scaled_rates_keep_run_lengths_and_eclipses():
+    calm = sun.OutageRates().scaled(0.2)
+    base = sun.OutageRates()
+    for name in sun.SCALED_RATES:
+        assert getattr(calm, name) == pytest.approx(0.2 * getattr(base, name)), name
+    assert (calm.band_drop_mean_slots, calm.sentinel_hours, calm.dual_slots, calm.eclipses) == \
+        (base.band_drop_mean_slots, base.sentinel_hours, base.dual_slots, base.eclipses)
+    with pytest.raises(ValueError, match="outage scale"):
+        base.scaled(-1)
+    # Fewer random outages: much longer clean runs, the same eclipses.
+    start = paths.first_slot_of_day("2024-03-18")                  # eclipse season
+    runs = {}
+    for scale in (1.0, 0.2):
+        status, _, events = sun.outage_plan(start, 20 * paths.SLOTS_PER_DAY, rates=base.scaled(scale), seed=0)
+        lengths = []
+        for s in range(status.shape[1]):
+            clean = (status[:, s] == sun.OK).all(axis=1)
+            edges = np.flatnonzero(np.diff(np.r_[0, clean.astype(int), 0]))
+            lengths.extend(edges[1::2] - edges[::2])
+        runs[scale] = np.mean(lengths)
+        runs[scale, "eclipse"] = [e["first_slot"] for e in events if e["kind"] == "eclipse"]
+    assert runs[0.2] > 3 * runs[1.0]
+    assert runs[1.0, "eclipse"] == runs[0.2, "eclipse"] and runs[1.0, "eclipse"]
+
+
+def test_synth_command_outage_scale(tmp_path):
+    out = tmp_path / "calm"
+    result = run([tool("suvi-fill"), "synth", "--out", str(out), "--hours", "2", "--resolution", "16",
+                  "--outage-scale", "0.5", "--quiet"])
+    assert result.returncode == 0, result.stderr
+    recorded = json.loads((out / sun.TRUTH_NAME).read_text())["rates"]
+    assert recorded["band_drops_per_day"] == 1.5 and recorded["frame_drops_per_day"] == 2.0
+    bad = run([tool("suvi-fill"), "synth", "--out", str(tmp_path / "bad"), "--hours", "1", "--outage-scale", "-2"])
+    assert bad.returncode == 2 and "--outage-scale" in bad.stderr and not (tmp_path / "bad").exists()
