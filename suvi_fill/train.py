@@ -159,11 +159,12 @@ class ShardSet(torch.utils.data.Dataset):
 def build_drawn(sampler, satellite, when, rng, gap_max=0):
     """A training sample of `(satellite, when)`: at a gap `samples.draw_gap(rng, gap_max)`
     (`Sampler.build_gap`), or with the availability model's damage alone when that draws
-    None (always, for `gap_max` 0).  None when the target cannot be built that way."""
+    None (always, for `gap_max` 0) or when the drawn gap cannot be applied to this target
+    (no frame that far away inside the archive or its split).  None when the target
+    cannot be built at all."""
     gap = samples.draw_gap(rng, gap_max)
-    if gap is None:
-        return sampler.build(satellite, when, rng)
-    return sampler.build_gap(satellite, when, rng, gap)
+    sample = None if gap is None else sampler.build_gap(satellite, when, rng, gap)
+    return sample if sample is not None else sampler.build(satellite, when, rng)
 
 
 def seed_worker(worker_id):
