@@ -17,9 +17,8 @@ from szrank.common import CliError, atomic_write, atomic_write_json
 
 # %% auto 0
 __all__ = ['GAPS', 'SAMPLES', 'BENCH_SEED', 'GOAL_MARGIN_DB', 'BENCH_JSON', 'BENCH_MD', 'BENCH_PNG', 'FILLER_ORDER',
-           'inside_mask', 'gap_offsets', 'gap_damage', 'measured_gaps', 'split_segments', 'split_targets', 'eligible',
-           'BenchSet', 'band_psnr', 'summarise', 'parse_gaps', 'run_bench', 'goal', 'format_tables', 'plot_bench',
-           'write_outputs', 'bench_command']
+           'split_segments', 'split_targets', 'eligible', 'BenchSet', 'band_psnr', 'summarise', 'parse_gaps',
+           'run_bench', 'goal', 'format_tables', 'plot_bench', 'write_outputs', 'bench_command']
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 3
 #: The gaps (slots) of the published filler table's range: 4 min to 20 h.
@@ -48,14 +47,13 @@ def split_targets(segs) -> list:
     return sorted(out, key=lambda item: (item[1], item[0]))
 
 
-# The gap machinery is the sampler's, shared with the trainer (which draws samples the same way).
-inside_mask, gap_offsets, gap_damage, measured_gaps = (samples.inside_mask, samples.gap_offsets,
-                                                       samples.gap_damage, samples.measured_gaps)
+# The gap machinery (`samples.gap_damage`, `samples.measured_gaps`, ...) is the sampler's,
+# shared with the trainer, which draws samples the same way.
 
 
 def eligible(segs, satellites, target, gap: int) -> bool:
     "Some satellite has a frame `gap` slots before or after `target` inside `segs`."
-    inside = inside_mask(segs, satellites, target[1], gap)
+    inside = samples.inside_mask(segs, satellites, target[1], gap)
     return bool(inside[0].any() or inside[-1].any())
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 9
@@ -83,8 +81,8 @@ class BenchSet:
         self.targets = split_targets(self.segments)
         self._sampler = None
 
-    def sampler(self, gap: int | None = None) -> samples.Sampler:
-        "The split's sampler (`gap` is accepted for callers that ask per gap: one serves all)."
+    def sampler(self) -> samples.Sampler:
+        "The split's sampler: one serves every gap (`Sampler.build_gap` widens its anchors per gap)."
         if self._sampler is None:
             self._sampler = samples.Sampler(self.shards, satellites=self.satellites,
                                             availability=self.availability, seed=self.seed,

@@ -123,9 +123,7 @@ class _ChunkReader:
         length = count * self.record_size
         size = os.fstat(self.stream.fileno()).st_size
         if size < start + length:
-            whole = max(0, (size - EXPORT_HEADER.size) // self.record_size)
-            raise SnapshotError(f"{self.name}: record {max(first, min(whole, first + count))}: file ends early "
-                                "(the snapshot changed since it was inspected)")
+            raise self._ends_early(max(first, (size - EXPORT_HEADER.size) // self.record_size))
         if self.mappable:
             aligned = start - start % mmap.ALLOCATIONGRANULARITY
             try:
@@ -139,9 +137,12 @@ class _ChunkReader:
         self.stream.seek(start)
         got = _read_into(self.stream, memoryview(block.view(np.uint8)))
         if got != length:
-            raise SnapshotError(f"{self.name}: record {first + got // self.record_size}: file ends early (the "
-                                "snapshot changed since it was inspected)")
+            raise self._ends_early(first + got // self.record_size)
         return block
+
+    def _ends_early(self, record: int) -> SnapshotError:
+        return SnapshotError(f"{self.name}: record {record}: file ends early (the snapshot changed since it was "
+                             "inspected)")
 
 
 def _file_order(descriptors, batch_size, chunks) -> Iterator[np.ndarray]:
@@ -205,12 +206,9 @@ class RecordError(ValueError):
 # one pass (a record is streamed through the cache once, not once per field):
 FEATURE_SPAN = slice(PROPOSAL_FEATURE_OFFSET, GAIN_OFFSET)   # proposal then anchor features: 1728 bytes
 LABEL_SPAN = slice(GAIN_OFFSET, EXPECTED_RECORD_SIZE)        # gains .. flags: 68 bytes
-LABEL_DTYPE = np.dtype({"names": [n for n in RECORD_DTYPE.names if RECORD_DTYPE.fields[n][1] >= GAIN_OFFSET],
-                        "formats": [RECORD_DTYPE.fields[n][0] for n in RECORD_DTYPE.names
-                                    if RECORD_DTYPE.fields[n][1] >= GAIN_OFFSET],
-                        "offsets": [RECORD_DTYPE.fields[n][1] - GAIN_OFFSET for n in RECORD_DTYPE.names
-                                    if RECORD_DTYPE.fields[n][1] >= GAIN_OFFSET],
-                        "itemsize": LABEL_SPAN.stop - LABEL_SPAN.start})
+LABEL_DTYPE = np.dtype({name: (dtype, offset - GAIN_OFFSET)       # the record's fields from the gains on
+                        for name, (dtype, offset) in RECORD_DTYPE.fields.items() if offset >= GAIN_OFFSET})
+assert LABEL_DTYPE.itemsize == LABEL_SPAN.stop - LABEL_SPAN.start
 
 
 @dataclasses.dataclass
@@ -238,21 +236,13 @@ class TrainingBatch:
     def size(self) -> int:
         return int(self.topology.shape[0])
 
-    @property
-    def proposal_face(self) -> torch.Tensor:    # (n, 12, 16) view
-        return self.features[:, 0, :FACE_FLOATS].unflatten(1, (FACE_COUNT, FACE_FEATURES))
+    def _faces(self, side: int) -> torch.Tensor:
+        return self.features[:, side, :FACE_FLOATS].unflatten(1, (FACE_COUNT, FACE_FEATURES))
 
-    @property
-    def proposal_global(self) -> torch.Tensor:  # (n, 24) view
-        return self.features[:, 0, FACE_FLOATS:]
-
-    @property
-    def anchor_face(self) -> torch.Tensor:      # (n, 12, 16) view
-        return self.features[:, 1, :FACE_FLOATS].unflatten(1, (FACE_COUNT, FACE_FEATURES))
-
-    @property
-    def anchor_global(self) -> torch.Tensor:    # (n, 24) view
-        return self.features[:, 1, FACE_FLOATS:]
+    proposal_face = property(lambda self: self._faces(0), doc="(n, 12, 16) view of `features`")
+    proposal_global = property(lambda self: self.features[:, 0, FACE_FLOATS:], doc="(n, 24) view of `features`")
+    anchor_face = property(lambda self: self._faces(1), doc="(n, 12, 16) view of `features`")
+    anchor_global = property(lambda self: self.features[:, 1, FACE_FLOATS:], doc="(n, 24) view of `features`")
 
     def to(self, device: torch.device) -> "TrainingBatch":
         return TrainingBatch(**{

@@ -9,14 +9,13 @@ import dataclasses
 
 import numpy as np
 
-from szrank.geometry import (FACE_COUNT, PAIRS_PER_FACE, Defects, Layout, _batch, _dual, _frame, _vertices,
+from szrank.geometry import (FACE_COUNT, Defects, Layout, _batch, _dual, _frame, _vertices,
                              evaluate, plane_bases)
 from szrank.topology import LINK_LENGTH
 
 # %% auto 0
 __all__ = ['FACE_FEATURES', 'GLOBAL_FEATURES', 'FEATURE_FLOATS', 'FEATURE_FORMAT_VERSION', 'FACE_FEATURE_NAMES',
-           'GLOBAL_FEATURE_NAMES', 'CONTEXT_FEATURES', 'REFERENCE_FEATURES', 'FEATURE_CLIP', 'slog', 'features',
-           'split_features']
+           'GLOBAL_FEATURE_NAMES', 'CONTEXT_FEATURES', 'FEATURE_CLIP', 'slog', 'features', 'split_features']
 
 # %% ../nbs/szrank/32_features.ipynb 3
 FACE_FEATURES = 16                                     # per-face token width of the v1 stream
@@ -32,7 +31,6 @@ GLOBAL_FEATURE_NAMES = ("crossings", "intersections", "total", "log_total", "deg
                         "max_face_crossings", "max_face_pierced", "min_log_det", "max_vertex_distance",
                         "mean_vertex_distance", "progress", "log_best", "temperature")
 CONTEXT_FEATURES = ("progress", "log_best", "temperature")   # supplied by the run, not by the geometry
-REFERENCE_FEATURES = ("crossings_gain", "intersections_gain")   # relative to the reference (the anchor)
 FEATURE_CLIP = 1e6                                     # every feature is finite and within +-1e6
 assert len(FACE_FEATURE_NAMES) == FACE_FEATURES and len(GLOBAL_FEATURE_NAMES) == GLOBAL_FEATURES
 

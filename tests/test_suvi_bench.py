@@ -17,7 +17,7 @@ def bench_cli(corpus, out, *extra):
 
 
 def test_gap_definition_and_split_isolation(fill_corpus):
-    from suvi_fill import availability, bench, segments
+    from suvi_fill import availability, bench, samples, segments
     manifest = segments.load_manifest(fill_corpus / "manifest.json")
     trace = availability.Availability.load(fill_corpus / "availability.npz")
     test = bench.split_segments(manifest, "test")
@@ -29,7 +29,7 @@ def test_gap_definition_and_split_isolation(fill_corpus):
             for sample in made:
                 assert inside(sample["satellite"], sample["when"])
                 assert all(inside(sat, slot) for sat, slot in sample["frames"]), "anchor outside the test split"
-                assert set(bench.measured_gaps(sample).values()) == {gap}
+                assert set(samples.measured_gaps(sample).values()) == {gap}
                 slots = np.array([abs(slot - sample["when"]) for _, slot in sample["frames"]])
                 for b in np.flatnonzero(sample["lost"]):
                     assert not sample["present"][1:, b][slots[1:] < gap].any()
@@ -37,7 +37,7 @@ def test_gap_definition_and_split_isolation(fill_corpus):
 
 
 def test_pinned_damage_same_samples(fill_corpus):
-    from suvi_fill import availability, bench, segments
+    from suvi_fill import availability, bench, samples, segments
     manifest = segments.load_manifest(fill_corpus / "manifest.json")
     trace = availability.Availability.load(fill_corpus / "availability.npz")
     runs = []
