@@ -16,15 +16,17 @@ from suvi_fill import availability as availability_module, dataset, metrics, pat
 from szrank.common import CliError, atomic_write, atomic_write_json
 
 # %% auto 0
-__all__ = ['GAPS', 'SAMPLES', 'BENCH_SEED', 'GOAL_MARGIN_DB', 'BENCH_JSON', 'BENCH_MD', 'BENCH_PNG', 'FILLER_ORDER',
-           'split_segments', 'split_targets', 'eligible', 'BenchSet', 'band_psnr', 'summarise', 'parse_gaps',
-           'run_bench', 'goal', 'format_tables', 'plot_bench', 'write_outputs', 'bench_command']
+__all__ = ['GAPS', 'SAMPLES', 'SIDES', 'BENCH_SEED', 'GOAL_MARGIN_DB', 'BENCH_JSON', 'BENCH_MD', 'BENCH_PNG', 'FILLER_ORDER',
+           'split_segments', 'split_targets', 'eligible', 'one_sided_inside', 'BenchSet', 'band_psnr', 'summarise',
+           'parse_gaps', 'run_bench', 'goal', 'format_tables', 'plot_bench', 'write_outputs', 'bench_command']
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 3
 #: The gaps (slots) of the published filler table's range: 4 min to 20 h.
 GAPS = (1, 4, 16, 64, 300)
 #: Samples per gap by default: enough for a mean to +-0.5 dB on the synthetic corpus.
 SAMPLES = 32
+#: Where the band's frames lie around the target (see above): the default first.
+SIDES = ("bracketed", "one-sided")
 #: The bench's damage seed (pinned: every filler and every run sees the same samples).
 BENCH_SEED = 0
 #: The learned filler must beat optical flow by this much (dB) at every gap.
@@ -51,10 +53,20 @@ def split_targets(segs) -> list:
 # shared with the trainer, which draws samples the same way.
 
 
-def eligible(segs, satellites, target, gap: int) -> bool:
-    "Some satellite has a frame `gap` slots before or after `target` inside `segs`."
+def eligible(segs, satellites, target, gap: int, sides: str = SIDES[0]) -> bool:
+    """Bracketed: some satellite has a frame `gap` slots before `target` and some satellite
+    one `gap` slots after it, inside `segs`; one-sided: a frame `gap` slots before it."""
+    if sides not in SIDES:
+        raise ValueError(f"sides must be one of {SIDES}, not {sides!r}")
     inside = samples.inside_mask(segs, satellites, target[1], gap)
-    return bool(inside[0].any() or inside[-1].any())
+    return bool(inside[0].any() and (sides == "one-sided" or inside[-1].any()))
+
+
+def one_sided_inside(inside: np.ndarray) -> np.ndarray:
+    "`inside` (2 * span + 1, n_satellites) with every frame after the target removed (a live feed's newest)."
+    out = np.array(inside, bool)
+    out[(out.shape[0] - 1) // 2 + 1:] = False
+    return out
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 9
 class BenchSet:
@@ -62,10 +74,15 @@ class BenchSet:
 
     `shards_dir` the corpus; `manifest` its manifest dict; `availability` an
     `Availability`; `base_offsets` the ladder the samples extend (default: the
-    corpus's `span_min` rung).  Close it (or use `with`) to release the shards.
+    corpus's `span_min` rung); `sides` one of `SIDES`.  Close it (or use `with`) to
+    release the shards.
     """
 
-    def __init__(self, shards_dir, manifest, availability, split="test", seed=BENCH_SEED, base_offsets=None):
+    def __init__(self, shards_dir, manifest, availability, split="test", seed=BENCH_SEED, base_offsets=None,
+                 sides=SIDES[0]):
+        if sides not in SIDES:
+            raise ValueError(f"sides must be one of {SIDES}, not {sides!r}")
+        self.sides = sides
         self.directory = Path(shards_dir)
         self.manifest = manifest
         self.availability = availability
@@ -91,13 +108,17 @@ class BenchSet:
         return self._sampler
 
     def eligible(self, gap: int) -> list:
-        "The split's targets with a frame exactly `gap` slots away inside the split."
-        return [t for t in self.targets if eligible(self.segments, self.satellites, t, gap)]
+        "The split's targets with frames exactly `gap` slots away inside the split, on `self.sides`."
+        return [t for t in self.targets if eligible(self.segments, self.satellites, t, gap, self.sides)]
 
     def build(self, gap: int, target, position: int):
         "The sample of `target` at `gap` with its pinned damage, or None."
         rng = np.random.default_rng([self.seed, int(gap), int(position)])
-        return self.sampler().build_gap(target[0], target[1], rng, gap, exact=True)
+        inside = samples.inside_mask(self.segments, self.satellites, target[1],
+                                     samples.gap_offsets(gap, self.base_offsets)[-1])
+        if self.sides == "one-sided":
+            inside = one_sided_inside(inside)
+        return self.sampler().build_gap(target[0], target[1], rng, gap, exact=True, inside=inside)
 
     def samples(self, gap: int, count: int):
         "Yield up to `count` samples of gap `gap` (see above)."
@@ -160,7 +181,7 @@ def parse_gaps(text) -> tuple:
 
 
 def run_bench(shards_dir, manifest, availability, fillers: dict, gaps=GAPS, count=SAMPLES, split="test",
-              seed=BENCH_SEED, device="cpu", progress=True) -> dict:
+              seed=BENCH_SEED, device="cpu", progress=True, sides=SIDES[0]) -> dict:
     "Score `fillers` (`{name: Filler}`) on `count` samples per gap; returns the bench.json dict."
     from tqdm.auto import tqdm
     from suvi_fill.fillers import prepare
@@ -169,7 +190,7 @@ def run_bench(shards_dir, manifest, availability, fillers: dict, gaps=GAPS, coun
     psnr = {name: {} for name in fillers}
     lost_of, targets = {}, {}
     bar = tqdm(total=len(gaps) * count, desc="bench", unit="sample", disable=None if progress else True, leave=False)
-    with BenchSet(shards_dir, manifest, availability, split, seed, base) as bench:
+    with BenchSet(shards_dir, manifest, availability, split, seed, base, sides) as bench:
         for gap in gaps:
             rows, losts, chosen = {name: [] for name in fillers}, [], []
             for sample in bench.samples(gap, count):
@@ -199,10 +220,13 @@ def run_bench(shards_dir, manifest, availability, fillers: dict, gaps=GAPS, coun
     result = {"table": table, "per_band": per_band,
               "samples": {str(g): int(len(lost_of[g])) for g in gaps},
               "gaps": [int(g) for g in gaps], "fillers": list(fillers), "split": split, "seed": int(seed),
+              "sides": sides,
               "requested_samples": int(count), "manifest": manifest["digest"],
               "resolution": int(manifest["resolution"]), "shards": str(shards_dir),
               "metric": "mean display PSNR (dB) over (sample, lost band), hard bench mapping (suvi_fill.metrics)",
-              "gap_definition": "slots from the target to the nearest frame holding each lost band (any satellite)",
+              "gap_definition": "slots from the target to the nearest frame holding each lost band (any satellite); "
+                                + ("held at that distance both before and after the target" if sides == "bracketed"
+                                   else "held only before the target: no frame after it is used"),
               "targets": targets, "seconds": round(time.perf_counter() - started, 1)}
     result["goal"] = goal(table, gaps)
     return result
@@ -226,10 +250,13 @@ def format_tables(result: dict) -> str:
     "bench.md: the mean table, the per-band tables and the goal, as markdown."
     gaps = [str(g) for g in result["gaps"]]
     cell = lambda v: "—" if v is None else f"{v:.2f}"
-    lines = [f"# Filler bench: {result['split']} split, manifest {result['manifest'][:12]}, "
+    sides = result.get("sides", SIDES[0])
+    lines = [f"# Filler bench: {result['split']} split, {sides} gaps, manifest {result['manifest'][:12]}, "
              f"{result['resolution']} px", "",
              f"Mean display PSNR (dB) per (sample, lost band); gap = slots to the nearest frame "
-             f"holding the band ({paths.SLOT_SECONDS // 60} min each).", "",
+             f"holding the band ({paths.SLOT_SECONDS // 60} min each), "
+             + ("held that far before and after the target." if sides == "bracketed"
+                else "held only before the target (nothing after it)."), "",
              "| filler | " + " | ".join(f"gap {g}" for g in gaps) + " |",
              "|---|" + "---:|" * len(gaps),
              "| samples | " + " | ".join(str(result["samples"][g]) for g in gaps) + " |"]
@@ -241,8 +268,9 @@ def format_tables(result: dict) -> str:
                   + ", ".join(f"gap {k} {cell(g['margins'][k])}" for k in gaps)]
         if g.get("unmeasured"):
             lines.append(f"No samples at gap {', '.join(str(k) for k in g['unmeasured'])}: the {result['split']} "
-                         "split has no target with a frame that many slots away inside it (a longer archive, "
-                         "or fewer outages: suvi-fill synth --outage-scale).")
+                         f"split has no target with frames that many slots away inside it ({sides}): a "
+                         "longer archive, fewer outages (suvi-fill synth --outage-scale), or longer split "
+                         "pieces (suvi-fill build --split-stretch, 2 * gap + 1).")
     for name in result["fillers"]:
         lines += ["", f"## {name}: per band (dB)", "",
                   "| gap | " + " | ".join(f"{w} Å" for w in paths.WAVELENGTHS) + " |",
@@ -300,6 +328,9 @@ def bench_command(parser):
     parser.add_argument("--split", default="test", choices=segments.SPLITS, help="split to score (default test)")
     parser.add_argument("--fillers", default=None,
                         help=f"comma-separated subset of {','.join(FILLER_ORDER)} (default: all that can run)")
+    parser.add_argument("--sides", default=SIDES[0], choices=SIDES,
+                        help="bracketed: the band held g slots before and after the target (filling an "
+                             "archive); one-sided: only before, nothing after (a live feed's newest frame)")
     parser.add_argument("--seed", type=int, default=BENCH_SEED, help="damage seed (default 0)")
     parser.add_argument("--availability", type=Path, default=None, help="availability.npz (default: in --shards)")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
@@ -323,7 +354,7 @@ def bench_command(parser):
             raise CliError(f"--fillers: unknown {', '.join(unknown)} (choose from {', '.join(FILLER_ORDER)})")
         fillers = {n: make_filler(n, checkpoint=args.checkpoint, device=device) for n in names}
         result = run_bench(args.shards, manifest, trace, fillers, gaps, args.samples, args.split, args.seed,
-                           device, progress=not args.quiet)
+                           device, progress=not args.quiet, sides=args.sides)
         result["checkpoint"] = None if args.checkpoint is None else str(args.checkpoint)
         written = write_outputs(result, args.out)
         print(format_tables(result).split("\n## ")[0].rstrip())

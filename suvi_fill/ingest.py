@@ -90,8 +90,12 @@ def find_sources(source) -> list:
                   key=lambda p: (p.name, str(p)))
 
 
-def build(source, out, resolution=None, progress: bool = True, span_min: int = segments.SPAN_MIN) -> dict:
-    "Ingest every SUVI L2 file under `source` into shards and a manifest in `out`; returns the build report."
+def build(source, out, resolution=None, progress: bool = True, span_min: int = segments.SPAN_MIN,
+          split_stretch: int = 0) -> dict:
+    """Ingest every SUVI L2 file under `source` into shards and a manifest in `out`; returns the build report.
+
+    `split_stretch` (slots): the splits take whole stretches at least this long
+    (`segments.assign_splits`); 0 assigns the time blocks as they are."""
     from tqdm.auto import tqdm
     started = time.perf_counter()
     out = Path(out)
@@ -152,7 +156,7 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
     report.update({"resolution": resolution, "days": days, "satellites": satellites, "shards": len(written),
                    "clean_frames": report["reasons"]["clean"], "seconds": round(elapsed, 3),
                    "files_per_second": round(len(files) / elapsed, 2) if elapsed > 0 else None})
-    manifest = segments.write_manifest(out, span_min=span_min, names=written,
+    manifest = segments.write_manifest(out, span_min=span_min, names=written, stretch=split_stretch,
                                        build={"source": str(source), "files": len(files),
                                               "unreadable": len(report["unreadable"])})
     report["manifest_digest"] = manifest["digest"]
@@ -211,10 +215,17 @@ def build_command(parser):
                         help=f"corpus frame size in pixels (default: the source's, at most {MAX_DEFAULT_RESOLUTION})")
     parser.add_argument("--span-min", type=int, default=segments.SPAN_MIN,
                         help=f"minimum model span in slots; shorter segments are dropped (default {segments.SPAN_MIN})")
+    parser.add_argument("--split-stretch", type=int, default=0,
+                        help="assign the splits whole stretches of at least this many slots, so each can "
+                             "bracket a gap of half that (601 for the bench's 300-slot gap; default 0: "
+                             "time blocks as they are)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     def run(args) -> int:
-        report = build(args.source, args.out, args.resolution, progress=not args.no_progress, span_min=args.span_min)
+        if args.split_stretch < 0:
+            raise CliError(f"--split-stretch {args.split_stretch}: must be 0 or a positive slot count")
+        report = build(args.source, args.out, args.resolution, progress=not args.no_progress, span_min=args.span_min,
+                       split_stretch=args.split_stretch)
         reasons = ", ".join(f"{k} {v}" for k, v in report["reasons"].items() if v)
         print(f"built {report['shards']} shards ({len(report['days'])} days x satellites "
               f"{report['satellites']}) at {report['resolution']} px from {report['files']} files "

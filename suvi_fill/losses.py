@@ -13,7 +13,7 @@ from suvi_fill import dataset, metrics, paths
 
 # %% auto 0
 __all__ = ['GRADIENT_WEIGHT', 'DISPLAY_WEIGHT', 'CHARBONNIER_EPS', 'DISPLAY_EPS', 'display_map', 'display_slope', 'charbonnier',
-           'gradient_loss', 'criterion', 'display_psnr']
+           'gradient_loss', 'criterion', 'band_terms', 'balanced_criterion', 'display_psnr']
 
 # %% ../nbs/suvi_fill/31_losses.ipynb 4
 #: Weight of the gradient-matching term (asinh space): penalises blur, not just error.
@@ -89,7 +89,25 @@ def criterion(prediction, target, lost):
     )
     return loss
 
-# %% ../nbs/suvi_fill/31_losses.ipynb 16
+
+def band_terms(prediction, target):
+    "The criterion's value per (sample, band), (B, 6): `criterion` is their mean over the lost ones."
+    per = lambda p, t: torch.sqrt((p - t) ** 2 + CHARBONNIER_EPS**2).mean(dim=(-2, -1))
+    terms = per(prediction, target)
+    terms = terms + GRADIENT_WEIGHT * sum(per(prediction.diff(dim=a), target.diff(dim=a)) for a in (-1, -2)) / 2
+    return terms + DISPLAY_WEIGHT * per(display_map(prediction), display_map(target))
+
+
+def balanced_criterion(prediction, target, lost):
+    """`criterion` with each lost (sample, band) weighted by the inverse of its own (detached)
+    value: the gradient is that of the mean *log* term, so a 10 % smaller error counts the
+    same at any gap, as a dB does in the bench's mean PSNR.  The value is the harmonic mean
+    of the terms.  `lost` (B, 6) in {0, 1}."""
+    terms = band_terms(prediction, target)
+    weight = lost / terms.detach()
+    return (terms * weight).sum() / weight.sum().clamp(min=1e-12)
+
+# %% ../nbs/suvi_fill/31_losses.ipynb 18
 def display_psnr(prediction, target, lost):
     """Mean per-band display PSNR over the lost bands, the bench's definition, in dB.
 

@@ -18,9 +18,9 @@ from szrank.common import atomic_write_json
 # %% auto 0
 __all__ = ['SPAN_MIN', 'SPLIT_RATIOS', 'SPLITS', 'MANIFEST', 'MANIFEST_FORMAT', 'CALIBRATION_FRAMES', 'CALIBRATION_BLOCK',
            'CALIBRATION_BLUR', 'CALIBRATION_EXTENT', 'CALIBRATION_DISK', 'CALIBRATION_ITERATIONS', 'clean_runs',
-           'find_segments', 'time_blocks', 'assign_splits', 'days_touched', 'targets_in', 'orthogonal_fit',
-           'median_fit', 'calibrate', 'transfer', 'open_shards', 'close_shards', 'corpus_shards', 'load_manifest',
-           'manifest_digest', 'make_manifest', 'write_manifest']
+           'find_segments', 'time_blocks', 'time_windows', 'assign_splits', 'days_touched', 'targets_in',
+           'orthogonal_fit', 'median_fit', 'calibrate', 'transfer', 'open_shards', 'close_shards', 'corpus_shards',
+           'load_manifest', 'manifest_digest', 'make_manifest', 'write_manifest']
 
 # %% ../nbs/suvi_fill/22_segments.ipynb 3
 #: The corpus's minimum model span, in slots either side of the target (+-64 min at
@@ -84,12 +84,33 @@ def time_blocks(segments) -> list:
     return [(s, e, members) for s, e, members in blocks]
 
 
-def assign_splits(segments, ratios=SPLIT_RATIOS) -> dict:
-    "Segments by split `{name: [(satellite, start, end), ...]}`, whole time blocks per split (see above)."
+def time_windows(segments, stretch: int, min_length: int = 1) -> list:
+    """`segments` cut into consecutive windows of `stretch` slots from the first segment's start
+    (a shorter last window joins the one before): `[(start, end, [piece, ...]), ...]` in time
+    order, pieces shorter than `min_length` dropped, windows without pieces left out."""
+    segments = [tuple(int(v) for v in s) for s in segments]
+    if not segments:
+        return []
+    first, last = min(s[-2] for s in segments), max(s[-1] for s in segments)
+    edges = list(range(first, last, int(stretch))) + [last]
+    if len(edges) > 2 and edges[-1] - edges[-2] < stretch:
+        edges.pop(-2)
+    out = []
+    for start, end in zip(edges[:-1], edges[1:]):
+        pieces = [(*s[:-2], max(s[-2], start), min(s[-1], end)) for s in segments if s[-2] < end and s[-1] > start]
+        pieces = sorted((p for p in pieces if p[-1] - p[-2] >= min_length), key=lambda p: (p[-2], p[0]))
+        if pieces:
+            out.append((start, end, pieces))
+    return out
+
+
+def assign_splits(segments, ratios=SPLIT_RATIOS, stretch: int = 0, min_length: int = 1) -> dict:
+    """Segments by split `{name: [(satellite, start, end), ...]}`: whole time blocks per split, or
+    with `stretch` whole windows of that many slots, pieces under `min_length` dropped (see above)."""
     out = {name: [] for name in ratios}
     assigned = {name: 0 for name in ratios}
     total = 0
-    blocks = time_blocks(segments)
+    blocks = time_windows(segments, int(stretch), min_length) if stretch else time_blocks(segments)
     for k, (start, end, members) in enumerate(blocks):
         weight = sum(m[-1] - m[-2] for m in members)
         total += weight
@@ -276,7 +297,8 @@ def manifest_digest(manifest: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
-def make_manifest(shards: dict, span_min: int = SPAN_MIN, ratios=SPLIT_RATIOS, satellites=None) -> dict:
+def make_manifest(shards: dict, span_min: int = SPAN_MIN, ratios=SPLIT_RATIOS, satellites=None,
+                  stretch: int = 0) -> dict:
     "The manifest of `shards` (`{(day, satellite): Shard}`), digest included."
     if not shards:
         raise ValueError("no shards: nothing to make a manifest of")
@@ -286,7 +308,7 @@ def make_manifest(shards: dict, span_min: int = SPAN_MIN, ratios=SPLIT_RATIOS, s
     resolution = resolutions.pop()
     satellites = sorted({sat for _, sat in shards}) if satellites is None else list(satellites)
     segments = find_segments(shards, span_min)
-    splits = assign_splits(segments, ratios)
+    splits = assign_splits(segments, ratios, stretch, min_length=2 * span_min + 1)
     manifest = {
         "format": MANIFEST_FORMAT,
         "satellites": satellites,
@@ -297,6 +319,7 @@ def make_manifest(shards: dict, span_min: int = SPAN_MIN, ratios=SPLIT_RATIOS, s
         "asinh": {"scale": dataset.ASINH_SCALE, "range": dataset.ASINH_RANGE},
         "span_min": span_min,
         "split_ratios": dict(ratios),
+        "split_stretch": int(stretch),
         "segment_layout": "[satellite, start_slot, end_slot]: global slots, half-open (end one past the last clean slot)",
         "segments": {name: [list(s) for s in chosen] for name, chosen in splits.items()},
         "days": sorted({day for day, _ in shards}),
@@ -309,11 +332,11 @@ def make_manifest(shards: dict, span_min: int = SPAN_MIN, ratios=SPLIT_RATIOS, s
     return manifest
 
 
-def write_manifest(directory, span_min: int = SPAN_MIN, names=None, build=None) -> dict:
+def write_manifest(directory, span_min: int = SPAN_MIN, names=None, build=None, stretch: int = 0) -> dict:
     "Make the manifest of the shards of `directory` (`names`, default all) and write it atomically."
     shards = open_shards(directory, names)
     try:
-        manifest = make_manifest(shards, span_min)
+        manifest = make_manifest(shards, span_min, stretch=stretch)
     finally:
         close_shards(shards)
     if build is not None:

@@ -18,7 +18,7 @@ import torch.distributed as dist
 
 from suvi_fill import (align, availability as availability_module, dataset, model,
                        pool as pool_module, samples, segments as segments_module)
-from suvi_fill.losses import criterion, display_psnr
+from suvi_fill.losses import balanced_criterion, criterion, display_psnr
 from szrank.common import atomic_writer, autocast_enabled, pick_device, DEVICE_CHOICES
 
 # %% auto 0
@@ -398,6 +398,11 @@ def add_arguments(parser):
                              f"(samples.draw_gap; {samples.NATURAL_SHARE:.0%} of samples keep the "
                              f"availability model's damage alone); 0: that damage only "
                              f"(default {samples.GAP_MAX}, the bench's longest gap)")
+    parser.add_argument("--balance", action="store_true",
+                        help="weight each lost (sample, band) by the inverse of its own loss "
+                             "(losses.balanced_criterion: the gradient of the mean log loss), so short "
+                             "and long gaps count alike, as in the bench's mean dB; validation loss "
+                             "stays the plain criterion")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--resume", default=None)
     parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES,
@@ -491,6 +496,7 @@ def _train(args, device, rank, world, on_record):
            if seg_splits else ""))
     say(f"  gaps: log-uniform 1..{args.gap_max} slots, {samples.NATURAL_SHARE:.0%} availability damage alone"
         if args.gap_max > 0 else "  gaps: availability damage alone")
+    say("  loss: balanced (inverse-loss weights per lost band)" if args.balance else "  loss: criterion")
 
     trace = load_availability(args.shards, args.availability)
     say(f"  availability model: {trace.slots:,} slots, satellites {trace.satellites}")
@@ -676,7 +682,7 @@ def _train(args, device, rank, world, on_record):
             with torch.autocast(device.type, dtype=torch.bfloat16,
                                 enabled=autocast_enabled(device)):
                 prediction = trained(aligned, condition, present, coverage)
-            loss = criterion(prediction.float(), target, lost)
+            loss = (balanced_criterion if args.balance else criterion)(prediction.float(), target, lost)
 
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
