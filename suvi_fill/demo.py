@@ -13,23 +13,28 @@ import sys
 from pathlib import Path
 
 # %% auto 0
-__all__ = ['DEFAULT_OUT', 'DEMO_DAYS', 'DEMO_OUTAGE_SCALE', 'DEMO_RESOLUTION', 'DEMO_SEED', 'DEMO_SPAN_MIN', 'DEMO_TRAIN',
-           'DEMO_GAPS', 'DEMO_SAMPLES', 'DEMO_FRAMES', 'DEMO_RGB', 'STAGES', 'corpus_stage', 'train_stage',
-           'bench_stage', 'render_stage', 'demo_command']
+__all__ = ['DEFAULT_OUT', 'DEMO_DAYS', 'DEMO_OUTAGE_SCALE', 'DEMO_RESOLUTION', 'DEMO_SEED', 'DEMO_SPAN_MIN', 'DEMO_STRETCH',
+           'DEMO_TRAIN', 'DEMO_GAPS', 'DEMO_SAMPLES', 'DEMO_SIDES', 'DEMO_FRAMES', 'DEMO_RGB', 'STAGES', 'corpus_stage',
+           'train_stage', 'bench_stage', 'render_stage', 'demo_command']
 
 # %% ../nbs/suvi_fill/90_demo.ipynb 3
 DEFAULT_OUT = Path("demo-out/suvi_fill")
-#: Demo archive: four days of both satellites at 64 px, seed 0, with the random outages a
+#: Demo archive: eight days of both satellites at 64 px, seed 0, with the random outages a
 #: fifth as frequent as the documented rates (`OutageRates.scaled`): clean runs then last
-#: many hours, so the test split holds targets with frames 64 and 300 slots away and the
-#: bench measures every gap of `bench.GAPS`.  At the documented rates the longest clean
-#: run of four days is about 4 h and gaps 64 and 300 get no sample.
-DEMO_DAYS = 4.0
+#: many hours.  At the documented rates the longest clean run of four days is about 4 h
+#: and gaps 64 and 300 get no sample.  Eight days, because the splits take whole windows
+#: of `DEMO_STRETCH` slots (below) and four days hold only two.
+DEMO_DAYS = 8.0
 DEMO_OUTAGE_SCALE = 0.2
 DEMO_RESOLUTION = 64
 DEMO_SEED = 0
 #: Minimum span of the demo corpus (slots either side): short enough that one day has segments.
 DEMO_SPAN_MIN = 8
+#: Split windows of the demo corpus (`suvi-fill build --split-stretch`): 2 x 300 + 1 slots, so
+#: the test split brackets the bench's longest gap; with time blocks as they are, the calm
+#: archive's blocks (a few hundred slots) bracket nothing that long.  Eight days make four
+#: windows: two train, one validation, one test (the last, 1,077 slots).
+DEMO_STRETCH = 2 * 300 + 1
 
 
 def _demo_rates():
@@ -48,14 +53,15 @@ def _archive_matches(archive: Path, days: float, resolution: int, seed: int) -> 
             == (seed, float(days), resolution, rates))
 
 
-def _corpus_matches(shards: Path, archive: Path, resolution: int, span_min: int) -> bool:
+def _corpus_matches(shards: Path, archive: Path, resolution: int, span_min: int, stretch: int) -> bool:
     try:
         report = json.loads((shards / "build_report.json").read_text())
         manifest = json.loads((shards / "manifest.json").read_text())
     except (OSError, ValueError):
         return False
     return (report.get("source") == str(archive) and report.get("resolution") == resolution
-            and manifest.get("span_min") == span_min and all((shards / n).exists() for n in manifest["shards"]))
+            and manifest.get("span_min") == span_min and manifest.get("split_stretch") == stretch
+            and all((shards / n).exists() for n in manifest["shards"]))
 
 
 def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESOLUTION, seed: int = DEMO_SEED,
@@ -72,10 +78,11 @@ def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESO
         summary = sun.synthesize(archive, days=days, resolution=resolution, seed=seed, rates=_demo_rates(),
                                  progress=progress)
         print(f"[synth] wrote {summary['files']} files to {archive}")
-    if _corpus_matches(shards, archive, resolution, DEMO_SPAN_MIN):
+    if _corpus_matches(shards, archive, resolution, DEMO_SPAN_MIN, DEMO_STRETCH):
         print(f"[build] corpus in {shards} is up to date")
     else:
-        report = ingest.build(archive, shards, resolution=resolution, progress=progress, span_min=DEMO_SPAN_MIN)
+        report = ingest.build(archive, shards, resolution=resolution, progress=progress, span_min=DEMO_SPAN_MIN,
+                              split_stretch=DEMO_STRETCH)
         print(f"[build] {report['shards']} shards from {report['files']} files "
               f"({report['files_per_second']} files/s) -> {shards}")
     model = availability.profile(shards)
@@ -99,9 +106,13 @@ def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESO
 DEMO_TRAIN = ("--base", "16", "--depth", "2", "--batch", "4", "--workers", "0", "--val-samples", "24",
               "--max-steps", "1200", "--eval-every", "200", "--warmup", "50", "--lr", "5e-4",
               "--plateau-evals", "0", "--epochs", "100", "--seed", "0")
-#: Gaps (slots) of the demo bench: the bench's own, 4 min to 20 h; and samples per gap.
+#: Gaps (slots) of the demo bench: the bench's own, 4 min to 20 h; and samples per gap
+#: (the bench's default: 32 samples take about ten seconds a side).
 DEMO_GAPS = (1, 4, 16, 64, 300)
-DEMO_SAMPLES = 8
+DEMO_SAMPLES = 32
+#: The benches of the demo: bracketed gaps (filling an archive: the goal's table) into
+#: `OUT/bench`, one-sided ones (a live feed's newest frame) into `OUT/bench/one_sided`.
+DEMO_SIDES = {"bracketed": "", "one-sided": "one_sided"}
 #: Rendered frames: this many slots of GOES-16 around the first lost 171 Å frame.
 DEMO_FRAMES = 12
 DEMO_RGB = (304, 171, 195)
@@ -171,11 +182,13 @@ def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
     return run_dir / "best.pt"
 
 
-def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True) -> dict:
-    "Bench every filler into `out/bench` (or reuse a bench of this corpus and checkpoint); returns bench.json."
+def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True,
+                sides: str = "bracketed") -> dict:
+    """Bench every filler at `sides` gaps into `out/bench[/DEMO_SIDES[sides]]` (or reuse a bench of
+    this corpus, checkpoint and sides); returns bench.json."""
     from suvi_fill import availability, bench, segments
     from suvi_fill.fillers import make_filler
-    where = Path(out) / "bench"
+    where = Path(out) / "bench" / DEMO_SIDES[sides]
     manifest = segments.load_manifest(shards / segments.MANIFEST)
     sha = _sha256(checkpoint)
     try:
@@ -184,16 +197,17 @@ def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", 
         previous = None
     if previous and previous.get("manifest") == manifest["digest"] and previous.get("checkpoint_sha256") == sha \
             and previous.get("gaps") == list(DEMO_GAPS) and previous.get("requested_samples") == DEMO_SAMPLES \
+            and previous.get("sides") == sides \
             and all((where / n).exists() for n in (bench.BENCH_MD, bench.BENCH_PNG)):
         print(f"[bench] reusing {where / bench.BENCH_JSON}")
         return previous
     trace = availability.Availability.load(shards / availability.AVAILABILITY)
     fillers = {n: make_filler(n, checkpoint=checkpoint, device=device) for n in bench.FILLER_ORDER}
     result = bench.run_bench(shards, manifest, trace, fillers, DEMO_GAPS, DEMO_SAMPLES, device=device,
-                             progress=progress)
+                             progress=progress, sides=sides)
     result["checkpoint"], result["checkpoint_sha256"] = str(checkpoint), sha
     bench.write_outputs(result, where)
-    print(f"[bench] {sum(result['samples'].values())} samples in {result['seconds']} s -> {where}")
+    print(f"[bench] {sides}: {sum(result['samples'].values())} samples in {result['seconds']} s -> {where}")
     return result
 
 
@@ -244,9 +258,12 @@ def demo_command(parser):
             checkpoint = train_stage(args.out, shards, args.device)
             done.append(f"training run {checkpoint.parent} (best.pt, history.jsonl)")
         if stop >= 2:
-            result = bench_stage(args.out, shards, checkpoint, args.device, progress=not args.quiet)
-            print(format_tables(result).split("\n## ")[0].rstrip())
-            done.append(f"bench {args.out / 'bench'} (bench.json, bench.md, bench.png)")
+            for sides in DEMO_SIDES:
+                result = bench_stage(args.out, shards, checkpoint, args.device, progress=not args.quiet,
+                                     sides=sides)
+                print(format_tables(result).split("\n## ")[0].rstrip())
+                done.append(f"bench, {sides} gaps: {args.out / 'bench' / DEMO_SIDES[sides]} "
+                            "(bench.json, bench.md, bench.png)")
         if stop >= 3:
             render_stage(args.out, shards, checkpoint, args.device, progress=not args.quiet)
             done.append(f"frames {args.out / 'render'} (PNG + sidecar JSON, render.json, movie.mp4)")

@@ -123,3 +123,42 @@ def test_a_gap_without_samples_fails_the_goal_and_is_named():
               "per_band": {n: {"1": {}, "300": {}} for n in table}, "goal": verdict}
     md = bench.format_tables(result)
     assert "NOT met" in md and "No samples at gap 300" in md and "| samples | 4 | 0 |" in md
+
+
+def test_bracketed_samples_hold_each_lost_band_on_both_sides(fill_corpus):
+    from suvi_fill import availability, bench, segments
+    manifest = segments.load_manifest(fill_corpus / "manifest.json")
+    trace = availability.Availability.load(fill_corpus / "availability.npz")
+    with bench.BenchSet(fill_corpus, manifest, trace) as chosen:
+        assert chosen.sides == "bracketed"
+        made = list(chosen.samples(4, 4))
+    assert made
+    for sample in made:
+        offsets = np.array([slot - sample["when"] for _, slot in sample["frames"]])
+        for b in np.flatnonzero(sample["lost"]):
+            holding = offsets[1:][sample["present"][1:, b]]
+            assert (holding == -4).any() and (holding == 4).any(), "lost band not held at -gap and +gap"
+
+
+def test_one_sided_samples_use_no_frame_after_the_target(fill_corpus, tmp_path):
+    from suvi_fill import availability, bench, samples, segments
+    manifest = segments.load_manifest(fill_corpus / "manifest.json")
+    trace = availability.Availability.load(fill_corpus / "availability.npz")
+    with bench.BenchSet(fill_corpus, manifest, trace, sides="one-sided") as chosen:
+        made = list(chosen.samples(4, 4))
+        one_sided_pool = len(chosen.eligible(4))
+    with bench.BenchSet(fill_corpus, manifest, trace) as bracketed:
+        assert len(bracketed.eligible(4)) <= one_sided_pool       # bracketing asks for more
+    assert made
+    for sample in made:
+        assert all(slot <= sample["when"] for _, slot in sample["frames"]), "a frame after the target was used"
+        assert set(samples.measured_gaps(sample).values()) == {4}
+    with pytest.raises(ValueError, match="sides must be one of"):
+        bench.BenchSet(fill_corpus, manifest, trace, sides="both")
+    out = tmp_path / "one"
+    result = bench_cli(fill_corpus, out, "--gaps", "1,4", "--samples", "2", "--sides", "one-sided",
+                       "--fillers", "nearest,optical_flow")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((out / "bench.json").read_text())
+    assert report["sides"] == "one-sided" and "only before the target" in report["gap_definition"]
+    assert "one-sided gaps" in (out / "bench.md").read_text()

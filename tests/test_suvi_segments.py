@@ -133,3 +133,25 @@ def test_a_changed_shard_is_caught_and_an_interrupted_build_leaves_no_manifest(c
         ingest.build(corpus / "src", out, resolution=32, progress=False)
     assert not (out / segments.MANIFEST).exists()
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
+
+
+
+def test_split_windows_go_whole_to_one_split_and_are_recorded(corpus):
+    "With a stretch, segments are cut at window edges and each window goes whole to one split."
+    from suvi_fill import segments
+    shards = segments.open_shards(corpus / "out")
+    try:
+        found = segments.find_segments(shards, 8)
+        plain = segments.make_manifest(shards, 8)
+        windowed = segments.make_manifest(shards, 8, stretch=97)
+    finally:
+        segments.close_shards(shards)
+    assert plain["split_stretch"] == 0 and windowed["split_stretch"] == 97
+    assert plain["digest"] != windowed["digest"]
+    windows = segments.time_windows(found, 97, 2 * 8 + 1)
+    assert len(windows) >= 3
+    split_of = {tuple(s): name for name, segs in windowed["segments"].items() for s in segs}
+    assert sorted(split_of) == sorted(p for w in windows for p in w[2])
+    for start, end, pieces in windows:
+        assert len({split_of[p] for p in pieces}) == 1, (start, end)
+        assert all(start <= p[1] and p[2] <= end and p[2] - p[1] >= 17 for p in pieces)

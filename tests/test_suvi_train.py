@@ -4,6 +4,7 @@ decay to FROZEN, warmup, the loop cap, --max-steps, the LR range test, the overf
 gate, resume (including after SIGKILL), --evaluate, the iterative fallback, loader
 settings, and two-process DistributedDataParallel under torchrun."""
 import json
+import math
 import os
 import shutil
 import signal
@@ -219,6 +220,17 @@ def test_max_steps_stops_the_run(corpus, tmp_path):
     result = train(corpus, out, "--max-steps", "3", "--eval-every", "1000")
     assert result.returncode == 0, result.stderr
     assert state(out / "last.pt")["step"] == 3
+
+
+def test_balanced_loss_trains_and_is_recorded(corpus, tmp_path):
+    "--balance trains on the inverse-loss-weighted criterion; the checkpoint says so, and losses stay finite."
+    out = tmp_path / "run"
+    result = train(corpus, out, "--max-steps", "4", "--eval-every", "2", "--balance")
+    assert result.returncode == 0, result.stderr
+    assert "loss: balanced" in result.stdout
+    assert state(out / "last.pt")["args"]["balance"] is True
+    rows = [r for r in history(out) if "train_loss" in r]
+    assert rows and all(math.isfinite(r["train_loss"]) for r in rows)
 
 
 # --------------------------------------------------------------- stopping rules
