@@ -139,7 +139,10 @@ def band_prior_logits(condition: torch.Tensor, mask: torch.Tensor) -> torch.Tens
 def prior_blend(aligned: torch.Tensor, condition: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
     "The untrained model's answer: (B, BANDS, H, W) prior-weighted blend of `aligned`."
     mask = holds(condition, present)
-    return masked_blend(aligned, band_prior_logits(condition, mask)[..., None, None], mask)
+    # Materialised at the stack's shape, as FillNet's logits are (its zero head adds 0), so
+    # both take the same arithmetic path and agree to the last bit.
+    logits = band_prior_logits(condition, mask)[..., None, None].expand(aligned.shape).contiguous()
+    return masked_blend(aligned, logits, mask)
 
 # %% ../nbs/suvi_fill/32_model.ipynb 10
 def _groups(channels: int) -> int:

@@ -39,15 +39,32 @@ def make_item(rng, depth, size=(20, 18), target_lost=(0, 3)):
 
 
 def reference_blend(stack, present, dts, same):
-    "The prior blend written out independently, in float64 numpy."
+    """The prior blend written out independently, in float64 numpy: per band, each side of
+    the target (dt >= 0: at or before it) blends its frames by exp(-|dt| / tau) (times the
+    cross-satellite weight); the sides share as linear interpolation between their nearest
+    frames, at distances of at least SIDE_MIN_SLOTS slots, another satellite's frame
+    CROSS_SATELLITE_SLOTS further."""
     stack = stack.double().numpy()
+    slot = model.SLOT_SECONDS
     out = np.zeros(stack.shape[1:])
     for b in range(model.BANDS):
-        weights = np.array([math.exp(-abs(dt) / model.PRIOR_TAU_SECONDS)
-                            * (1.0 if s else model.CROSS_SATELLITE_PRIOR) if present[t, b] else 0.0
-                            for t, (dt, s) in enumerate(zip(dts, same))])
-        if weights.sum() > 0:
-            out[b] = np.tensordot(weights / weights.sum(), stack[:, b], axes=1)
+        sides = []
+        for before in (True, False):
+            frames = [t for t, dt in enumerate(dts) if present[t, b] and (dt >= 0) == before]
+            if not frames:
+                sides.append(None)
+                continue
+            weights = np.array([math.exp(-abs(dts[t]) / model.PRIOR_TAU_SECONDS)
+                                * (1.0 if same[t] else model.CROSS_SATELLITE_PRIOR) for t in frames])
+            blend = np.tensordot(weights / weights.sum(), stack[frames, b], axes=1)
+            near = min(max(abs(dts[t]) / slot, model.SIDE_MIN_SLOTS)
+                       + (0.0 if same[t] else model.CROSS_SATELLITE_SLOTS) for t in frames)
+            sides.append((blend, near))
+        if sides[0] and sides[1]:
+            (first, a), (second, c) = sides
+            out[b] = (c * first + a * second) / (a + c)
+        elif sides[0] or sides[1]:
+            out[b] = (sides[0] or sides[1])[0]
     return torch.from_numpy(out)
 
 
