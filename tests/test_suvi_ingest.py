@@ -234,7 +234,9 @@ def test_demo_runs_the_corpus_stages_idempotently(tmp_path):
     out = tmp_path / "demo"
     first = run([tool("suvi-fill"), "demo", "--out", str(out), "--until", "corpus", "--quiet"])
     assert first.returncode == 0, first.stderr
-    for stage in ("[synth] wrote", "[build] 8 shards", "[profile] 1,440 slots", "[inspect]", "train:"):
+    from suvi_fill import demo, paths
+    shards, slots = 2 * int(demo.DEMO_DAYS), int(demo.DEMO_DAYS * paths.SLOTS_PER_DAY)     # both satellites
+    for stage in ("[synth] wrote", f"[build] {shards} shards", f"[profile] {slots:,} slots", "[inspect]", "train:"):
         assert stage in first.stdout, stage
     assert (out / "shards" / "manifest.json").exists() and (out / "shards" / "availability.npz").exists()
     second = run([tool("suvi-fill"), "demo", "--out", str(out), "--until", "corpus", "--quiet"])
