@@ -16,17 +16,21 @@ from suvi_fill import availability as availability_module, dataset, metrics, pat
 from szrank.common import CliError, atomic_write, atomic_write_json
 
 # %% auto 0
-__all__ = ['GAPS', 'SAMPLES', 'SIDES', 'BENCH_SEED', 'GOAL_MARGIN_DB', 'BENCH_JSON', 'BENCH_MD', 'BENCH_PNG', 'FILLER_ORDER',
-           'split_segments', 'split_targets', 'eligible', 'one_sided_inside', 'BenchSet', 'band_psnr', 'summarise',
-           'parse_gaps', 'run_bench', 'goal', 'format_tables', 'plot_bench', 'write_outputs', 'bench_command']
+__all__ = ['GAPS', 'SAMPLES', 'SIDE_DEFINITIONS', 'SIDES', 'BENCH_SEED', 'GOAL_MARGIN_DB', 'BENCH_JSON', 'BENCH_MD', 'BENCH_PNG',
+           'FILLER_ORDER', 'split_segments', 'split_targets', 'eligible', 'one_sided_inside', 'BenchSet', 'band_psnr',
+           'summarise', 'parse_gaps', 'run_bench', 'goal', 'format_tables', 'plot_bench', 'write_outputs',
+           'bench_command']
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 3
 #: The gaps (slots) of the published filler table's range: 4 min to 20 h.
 GAPS = (1, 4, 16, 64, 300)
 #: Samples per gap by default: enough for a mean to +-0.5 dB on the synthetic corpus.
 SAMPLES = 32
-#: Where the band's frames lie around the target (see above): the default first.
-SIDES = ("bracketed", "one-sided")
+#: Where the band's frames lie around the target (see above), the default first, and what
+#: each means (written into bench.json and bench.md).
+SIDE_DEFINITIONS = {"bracketed": "held that far both before and after the target",
+                    "one-sided": "held only before the target: no frame after it is used"}
+SIDES = tuple(SIDE_DEFINITIONS)
 #: The bench's damage seed (pinned: every filler and every run sees the same samples).
 BENCH_SEED = 0
 #: The learned filler must beat optical flow by this much (dB) at every gap.
@@ -114,10 +118,10 @@ class BenchSet:
     def build(self, gap: int, target, position: int):
         "The sample of `target` at `gap` with its pinned damage, or None."
         rng = np.random.default_rng([self.seed, int(gap), int(position)])
-        inside = samples.inside_mask(self.segments, self.satellites, target[1],
-                                     samples.gap_offsets(gap, self.base_offsets)[-1])
+        inside = None                              # bracketed: the sampler's own split mask
         if self.sides == "one-sided":
-            inside = one_sided_inside(inside)
+            inside = one_sided_inside(samples.inside_mask(self.segments, self.satellites, target[1],
+                                                          samples.gap_offsets(gap, self.base_offsets)[-1]))
         return self.sampler().build_gap(target[0], target[1], rng, gap, exact=True, inside=inside)
 
     def samples(self, gap: int, count: int):
@@ -224,9 +228,8 @@ def run_bench(shards_dir, manifest, availability, fillers: dict, gaps=GAPS, coun
               "requested_samples": int(count), "manifest": manifest["digest"],
               "resolution": int(manifest["resolution"]), "shards": str(shards_dir),
               "metric": "mean display PSNR (dB) over (sample, lost band), hard bench mapping (suvi_fill.metrics)",
-              "gap_definition": "slots from the target to the nearest frame holding each lost band (any satellite); "
-                                + ("held at that distance both before and after the target" if sides == "bracketed"
-                                   else "held only before the target: no frame after it is used"),
+              "gap_definition": "slots from the target to the nearest frame holding each lost band (any satellite), "
+                                + SIDE_DEFINITIONS[sides],
               "targets": targets, "seconds": round(time.perf_counter() - started, 1)}
     result["goal"] = goal(table, gaps)
     return result
@@ -254,9 +257,7 @@ def format_tables(result: dict) -> str:
     lines = [f"# Filler bench: {result['split']} split, {sides} gaps, manifest {result['manifest'][:12]}, "
              f"{result['resolution']} px", "",
              f"Mean display PSNR (dB) per (sample, lost band); gap = slots to the nearest frame "
-             f"holding the band ({paths.SLOT_SECONDS // 60} min each), "
-             + ("held that far before and after the target." if sides == "bracketed"
-                else "held only before the target (nothing after it)."), "",
+             f"holding the band ({paths.SLOT_SECONDS // 60} min each), {SIDE_DEFINITIONS[sides]}.", "",
              "| filler | " + " | ".join(f"gap {g}" for g in gaps) + " |",
              "|---|" + "---:|" * len(gaps),
              "| samples | " + " | ".join(str(result["samples"][g]) for g in gaps) + " |"]

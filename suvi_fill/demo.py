@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 # %% auto 0
-__all__ = ['DEFAULT_OUT', 'DEMO_DAYS', 'DEMO_OUTAGE_SCALE', 'DEMO_RESOLUTION', 'DEMO_SEED', 'DEMO_SPAN_MIN', 'DEMO_STRETCH',
-           'DEMO_TRAIN', 'DEMO_GAPS', 'DEMO_SAMPLES', 'DEMO_SIDES', 'DEMO_FRAMES', 'DEMO_RGB', 'STAGES', 'corpus_stage',
-           'train_stage', 'bench_stage', 'render_stage', 'demo_command']
+__all__ = ['DEFAULT_OUT', 'DEMO_DAYS', 'DEMO_OUTAGE_SCALE', 'DEMO_RESOLUTION', 'DEMO_SEED', 'DEMO_SPAN_MIN', 'DEMO_GAPS',
+           'DEMO_STRETCH', 'DEMO_TRAIN', 'DEMO_SAMPLES', 'DEMO_SIDES', 'DEMO_FRAMES', 'DEMO_RGB', 'STAGES',
+           'corpus_stage', 'train_stage', 'bench_stage', 'render_stage', 'demo_command']
 
 # %% ../nbs/suvi_fill/90_demo.ipynb 3
 DEFAULT_OUT = Path("demo-out/suvi_fill")
@@ -30,11 +30,13 @@ DEMO_RESOLUTION = 64
 DEMO_SEED = 0
 #: Minimum span of the demo corpus (slots either side): short enough that one day has segments.
 DEMO_SPAN_MIN = 8
+#: Gaps (slots) of the demo bench: the bench's own, 4 min to 20 h.
+DEMO_GAPS = (1, 4, 16, 64, 300)
 #: Split windows of the demo corpus (`suvi-fill build --split-stretch`): 2 x 300 + 1 slots, so
 #: the test split brackets the bench's longest gap; with time blocks as they are, the calm
 #: archive's blocks (a few hundred slots) bracket nothing that long.  Eight days make four
 #: windows: two train, one validation, one test (the last, 1,077 slots).
-DEMO_STRETCH = 2 * 300 + 1
+DEMO_STRETCH = 2 * max(DEMO_GAPS) + 1
 
 
 def _demo_rates():
@@ -109,9 +111,8 @@ def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESO
 DEMO_TRAIN = ("--base", "16", "--depth", "2", "--batch", "4", "--workers", "0", "--val-samples", "24",
               "--max-steps", "1200", "--eval-every", "200", "--warmup", "50", "--lr", "5e-4",
               "--plateau-evals", "0", "--epochs", "100", "--seed", "0", "--balance")
-#: Gaps (slots) of the demo bench: the bench's own, 4 min to 20 h; and samples per gap
-#: (the bench's default: 32 samples take about ten seconds a side).
-DEMO_GAPS = (1, 4, 16, 64, 300)
+#: Samples per gap of the demo bench (`DEMO_GAPS` above), the bench's default: 32 samples
+#: take about ten seconds a side.
 DEMO_SAMPLES = 32
 #: The benches of the demo: bracketed gaps (filling an archive: the goal's table) into
 #: `OUT/bench`, one-sided ones (a live feed's newest frame) into `OUT/bench/one_sided`.

@@ -12,8 +12,9 @@ import torch
 from suvi_fill import dataset, metrics, paths
 
 # %% auto 0
-__all__ = ['GRADIENT_WEIGHT', 'DISPLAY_WEIGHT', 'CHARBONNIER_EPS', 'DISPLAY_EPS', 'display_map', 'display_slope', 'charbonnier',
-           'gradient_loss', 'criterion', 'band_terms', 'balanced_criterion', 'display_psnr']
+__all__ = ['GRADIENT_WEIGHT', 'DISPLAY_WEIGHT', 'CHARBONNIER_EPS', 'DISPLAY_EPS', 'display_map', 'display_slope',
+           'charbonnier_bands', 'charbonnier', 'gradient_loss', 'criterion', 'band_terms', 'balanced_criterion',
+           'display_psnr']
 
 # %% ../nbs/suvi_fill/31_losses.ipynb 4
 #: Weight of the gradient-matching term (asinh space): penalises blur, not just error.
@@ -62,10 +63,14 @@ def display_slope(eps=DISPLAY_EPS, samples=20001):
     return out
 
 # %% ../nbs/suvi_fill/31_losses.ipynb 12
+def charbonnier_bands(prediction, truth, eps=CHARBONNIER_EPS):
+    """Charbonnier error per (sample, band), (B, 6): the mean over the pixels."""
+    return torch.sqrt((prediction - truth) ** 2 + eps**2).mean(dim=(-2, -1))
+
+
 def charbonnier(prediction, truth, bands, eps=CHARBONNIER_EPS):
     """Mean Charbonnier error over the (sample, band)s `bands` (B, 6) marks."""
-    error = torch.sqrt((prediction - truth) ** 2 + eps**2).mean(dim=(-2, -1))
-    return (error * bands).sum() / bands.sum().clamp(min=1.0)
+    return (charbonnier_bands(prediction, truth, eps) * bands).sum() / bands.sum().clamp(min=1.0)
 
 
 def gradient_loss(prediction, truth, bands):
@@ -92,10 +97,9 @@ def criterion(prediction, target, lost):
 
 def band_terms(prediction, target):
     "The criterion's value per (sample, band), (B, 6): `criterion` is their mean over the lost ones."
-    per = lambda p, t: torch.sqrt((p - t) ** 2 + CHARBONNIER_EPS**2).mean(dim=(-2, -1))
-    terms = per(prediction, target)
-    terms = terms + GRADIENT_WEIGHT * sum(per(prediction.diff(dim=a), target.diff(dim=a)) for a in (-1, -2)) / 2
-    return terms + DISPLAY_WEIGHT * per(display_map(prediction), display_map(target))
+    gradient = sum(charbonnier_bands(prediction.diff(dim=a), target.diff(dim=a)) for a in (-1, -2)) / 2
+    return (charbonnier_bands(prediction, target) + GRADIENT_WEIGHT * gradient
+            + DISPLAY_WEIGHT * charbonnier_bands(display_map(prediction), display_map(target)))
 
 
 def balanced_criterion(prediction, target, lost):

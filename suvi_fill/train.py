@@ -497,6 +497,7 @@ def _train(args, device, rank, world, on_record):
     say(f"  gaps: log-uniform 1..{args.gap_max} slots, {samples.NATURAL_SHARE:.0%} availability damage alone"
         if args.gap_max > 0 else "  gaps: availability damage alone")
     say("  loss: balanced (inverse-loss weights per lost band)" if args.balance else "  loss: criterion")
+    loss_of = balanced_criterion if args.balance else criterion
 
     trace = load_availability(args.shards, args.availability)
     say(f"  availability model: {trace.slots:,} slots, satellites {trace.satellites}")
@@ -682,7 +683,7 @@ def _train(args, device, rank, world, on_record):
             with torch.autocast(device.type, dtype=torch.bfloat16,
                                 enabled=autocast_enabled(device)):
                 prediction = trained(aligned, condition, present, coverage)
-            loss = (balanced_criterion if args.balance else criterion)(prediction.float(), target, lost)
+            loss = loss_of(prediction.float(), target, lost)
 
             optimiser.zero_grad(set_to_none=True)
             loss.backward()

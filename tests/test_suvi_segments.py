@@ -135,7 +135,6 @@ def test_a_changed_shard_is_caught_and_an_interrupted_build_leaves_no_manifest(c
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
 
 
-
 def test_split_windows_go_whole_to_one_split_and_are_recorded(corpus):
     "With a stretch, segments are cut at window edges and each window goes whole to one split."
     from suvi_fill import segments
