@@ -395,7 +395,7 @@ def add_arguments(parser):
                              "with a segment manifest, the target margin")
     parser.add_argument("--gap-max", type=int, default=samples.GAP_MAX,
                         help="train and validate at gaps drawn log-uniformly up to this many slots "
-                             f"(samples.draw_gap; {samples.NATURAL_SHARE:.0%} of samples keep the "
+                             f"(samples.draw_gap; {samples.NATURAL_SHARE:.0%}% of samples keep the "
                              f"availability model's damage alone); 0: that damage only "
                              f"(default {samples.GAP_MAX}, the bench's longest gap)")
     parser.add_argument("--balance", action="store_true",

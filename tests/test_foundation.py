@@ -104,6 +104,18 @@ def test_every_registered_command_resolves():
             assert callable(command.load()), command
 
 
+@pytest.mark.parametrize("package", ["suvi_fill", "szrank"])
+def test_every_command_prints_its_help(package, capsys):
+    "argparse formats help lazily, so a stray '%' in a help text fails only here, at --help."
+    import importlib
+    cli = importlib.import_module(f"{package}.cli")
+    for command in cli.COMMANDS:
+        with pytest.raises(SystemExit) as stop:
+            cli.main([command.name, "--help"])
+        assert stop.value.code == 0, command.name
+        assert capsys.readouterr().out.startswith("usage:"), command.name
+
+
 def test_install_hooks_work_in_a_checkout(tmp_path):
     copy = copy_tracked(tmp_path / "repo")
     subprocess.run(["git", "init", "-q"], cwd=copy, check=True)
