@@ -107,10 +107,11 @@ def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESO
 #: margins from +0.21/+1.10/+2.77/+1.35/+1.23 dB to +0.30/+1.19/+2.99/+1.35/+1.20 at gaps
 #: 1/4/16/64/300 (same seed, the earlier prior).  2000 steps did no better than 1200 (the
 #: best evaluation came at step 800), and lr 2e-4 gained less at short gaps.  About three
-#: minutes on two cores.
+#: minutes on two cores.  Two threads always (`--threads`): a CPU run repeats bit for bit
+#: at a fixed thread count, and one thread against two moved the 1-slot margin by 0.2 dB.
 DEMO_TRAIN = ("--base", "16", "--depth", "2", "--batch", "4", "--workers", "0", "--val-samples", "24",
               "--max-steps", "1200", "--eval-every", "200", "--warmup", "50", "--lr", "5e-4",
-              "--plateau-evals", "0", "--epochs", "100", "--seed", "0", "--balance")
+              "--plateau-evals", "0", "--epochs", "100", "--seed", "0", "--balance", "--threads", "2")
 #: Samples per gap of the demo bench (`DEMO_GAPS` above), the bench's default: 32 samples
 #: take about ten seconds a side.
 DEMO_SAMPLES = 32

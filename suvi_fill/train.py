@@ -404,6 +404,10 @@ def add_arguments(parser):
                              "and long gaps count alike, as in the bench's mean dB; validation loss "
                              "stays the plain criterion")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads for torch during the run (default: torch's own choice). "
+                             "A CPU run repeats bit for bit at a fixed thread count; at another "
+                             "count float sums run in another order and the run drifts apart")
     parser.add_argument("--resume", default=None)
     parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES,
                         help="auto (CUDA when present), cpu or cuda; under torchrun "
@@ -453,6 +457,8 @@ def main(argv=None, on_record=None):
 
 def train(args, on_record=None):
     "`main` on parsed arguments (what `suvi-fill train` runs)."
+    if args.threads is not None and args.threads < 1:
+        raise SystemExit(f"--threads {args.threads}: needs at least 1")
     rank, world, local_rank = distributed_context()
     if world > 1 and args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -465,9 +471,13 @@ def train(args, on_record=None):
         torch.cuda.set_device(device)
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    threads = torch.get_num_threads()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     try:
         return _train(args, device, rank, world, on_record)
     finally:
+        torch.set_num_threads(threads)
         if world > 1 and dist.is_initialized():
             dist.destroy_process_group()
 
@@ -488,6 +498,8 @@ def _train(args, device, rank, world, on_record):
         arch = getattr(props, "gcnArchName", None) or props.name
     say(f"device: {device}" + (f" ({arch})" if device.type == "cuda" else "")
         + (f", {world} processes" if world > 1 else ""))
+    if args.threads:
+        say(f"  cpu threads: {torch.get_num_threads()} (--threads)")
     say(f"manifest {manifest['digest']}: "
         + ", ".join(f"{k} {len(v)}d" for k, v in sorted(splits.items())))
     say(f"  span +/-{max(offsets)} slots, ladder {offsets}"

@@ -233,6 +233,24 @@ def test_balanced_loss_trains_and_is_recorded(corpus, tmp_path):
     assert rows and all(math.isfinite(r["train_loss"]) for r in rows)
 
 
+def test_a_fixed_thread_count_repeats_a_cpu_run_bit_for_bit(corpus, tmp_path):
+    """--threads 2 twice gives the same weights, whatever OMP_NUM_THREADS says (without the
+    flag these two runs, on one and two threads, end with different weights); --threads 0
+    is refused."""
+    import torch
+    runs = []
+    for name, omp in (("a", "1"), ("b", "2")):
+        out = tmp_path / name
+        result = train(corpus, out, "--max-steps", "6", "--eval-every", "3", "--threads", "2",
+                       env={"OMP_NUM_THREADS": omp})
+        assert result.returncode == 0, result.stderr
+        assert "cpu threads: 2 (--threads)" in result.stdout
+        runs.append(state(out / "last.pt")["model"])
+    assert runs[0].keys() == runs[1].keys()
+    assert all(torch.equal(runs[0][k], runs[1][k]) for k in runs[0])
+    assert "--threads 0: needs at least 1" in refusal(corpus, tmp_path, "--threads", "0")
+
+
 # --------------------------------------------------------------- stopping rules
 
 def test_abort_on_two_evals_well_below_best(corpus, tmp_path):
