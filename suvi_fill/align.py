@@ -13,10 +13,10 @@ import torch.nn.functional as F
 from suvi_fill import dataset, paths
 
 # %% auto 0
-__all__ = ['HOWARD_A', 'HOWARD_B', 'HOWARD_C', 'EARTH_ORBITAL_RATE', 'OBSERVER_DISTANCE', 'LIMB_TOLERANCE', 'CPU_FRAMES_PER_GRID',
-           'synodic_rate', 'perspective', 'disk_to_sphere', 'sphere_to_disk', 'rotate', 'decode', 'fast_asinh',
-           'encode', 'transfer_planes_', 'calibrate', 'disk_crop', 'disk_geometry', 'frame_grid', 'source_grid',
-           'align_stack', 'feature_disk', 'rotated', 'sunpy_rotate']
+__all__ = ['HOWARD_A', 'HOWARD_B', 'HOWARD_C', 'EARTH_ORBITAL_RATE', 'OBSERVER_DISTANCE', 'LIMB_TOLERANCE', 'CROP_MARGIN',
+           'CPU_FRAMES_PER_GRID', 'SAMPLING', 'synodic_rate', 'perspective', 'disk_to_sphere', 'sphere_to_disk',
+           'rotate', 'decode', 'fast_asinh', 'encode', 'transfer_planes_', 'calibrate', 'disk_crop', 'disk_geometry',
+           'frame_grid', 'source_grid', 'align_stack', 'feature_disk', 'rotated', 'sunpy_rotate']
 
 # %% ../nbs/suvi_fill/30_align.ipynb 5
 #: Howard et al. (1990) sidereal rotation, rad/s: ω(φ) = A + B sin²φ + C sin⁴φ
@@ -143,10 +143,14 @@ def calibrate(coded, gains, offsets):
     return out.reshape(shape)
 
 # %% ../nbs/suvi_fill/30_align.ipynb 23
+#: Pixels of crop around the disk: a bicubic sample reads two pixels either side of its source.
+CROP_MARGIN = 2.0
+
+
 def disk_crop(height: int, width: int, radius: float) -> tuple[int, int, int, int]:
-    "(row0, row1, col0, col1): the slice holding a centred disk of `radius` px plus a 1 px margin."
+    "(row0, row1, col0, col1): the slice holding a centred disk of `radius` px plus `CROP_MARGIN` px."
     cy, cx = (height - 1) / 2, (width - 1) / 2
-    reach = float(radius) + 1.0
+    reach = float(radius) + CROP_MARGIN
     return (max(0, math.floor(cy - reach)), min(height, math.ceil(cy + reach) + 1),
             max(0, math.floor(cx - reach)), min(width, math.ceil(cx + reach) + 1))
 
@@ -208,7 +212,7 @@ def source_grid(dts, b0: float, radius: float, height: int, width: int, crop=Non
     grid, covered = frame_grid(geometry, dts)
     return grid, geometry["on_disk"], covered
 
-# %% ../nbs/suvi_fill/30_align.ipynb 27
+# %% ../nbs/suvi_fill/30_align.ipynb 28
 def _check(stack, dts, valid, gains, offsets, b0, radius):
     if stack.dim() != 5:
         raise ValueError(f"align_stack: stack must be (B, T, bands, H, W), got shape {tuple(stack.shape)}")
@@ -225,17 +229,19 @@ def _check(stack, dts, valid, gains, offsets, b0, radius):
 #: to be reused from the allocator rather than page-faulted in afresh (at 640 px a
 #: sample's whole grid is ~10 MB a tensor); CUDA takes a sample's frames at once.
 CPU_FRAMES_PER_GRID = 1
+#: How a frame is read at its sources (a `grid_sample` mode): bicubic, measured above.
+SAMPLING = "bicubic"
 
 
 def align_stack(stack, dts, valid, gains, offsets, b0, radius, *, return_coverage=False,
-                distance=OBSERVER_DISTANCE):
+                distance=OBSERVER_DISTANCE, sampling=SAMPLING):
     """Bring every valid frame of `stack` to its target's time and satellite calibration.
 
     `stack` (B, T, 6, H, W) asinh-coded; `dts` (B, T) target − frame time in seconds;
     `valid` (B, T); `gains`/`offsets` (B, T, 6), radiance-space transfer
     `r' = gain·r + offset`; `b0` (B,) degrees; `radius` (B,) px.  Disk centre at the
     image centre, rows northward, columns westward.  The transfer is applied first,
-    then the rotation (bilinear, in asinh space).
+    then the rotation (`sampling`, a `grid_sample` mode, in asinh space).
 
     Returns the aligned stack (float32, same shape and device); with
     `return_coverage=True`, also `coverage` (B, T, H, W) float32, 0 where an on-disk
@@ -244,6 +250,8 @@ def align_stack(stack, dts, valid, gains, offsets, b0, radius, *, return_coverag
     with autocast disabled, whatever the caller's context.
     """
     _check(stack, dts, valid, gains, offsets, b0, radius)
+    if sampling not in ("bilinear", "bicubic"):
+        raise ValueError(f"align_stack: sampling must be 'bilinear' or 'bicubic', not {sampling!r}")
     batch, depth, bands, height, width = stack.shape
     device = stack.device
     out = stack.float().clone()
@@ -281,7 +289,7 @@ def align_stack(stack, dts, valid, gains, offsets, b0, radius, *, return_coverag
                     index = chunk.to(device)
                 grid, covered = frame_grid(geometry, dts[b, index])
                 window = out[b, index, :, row0:row1, col0:col1]
-                sampled = F.grid_sample(window, grid, mode="bilinear", padding_mode="border",
+                sampled = F.grid_sample(window, grid, mode=sampling, padding_mode="border",
                                         align_corners=True)
                 keep = covered.logical_and_(geometry["on_disk"])[:, None]
                 if isinstance(index, slice):
@@ -293,7 +301,7 @@ def align_stack(stack, dts, valid, gains, offsets, b0, radius, *, return_coverag
         return out, coverage
     return out
 
-# %% ../nbs/suvi_fill/30_align.ipynb 29
+# %% ../nbs/suvi_fill/30_align.ipynb 30
 def feature_disk(height, width, radius, b0, features, distance=OBSERVER_DISTANCE):
     """A synthetic (H, W) float32 frame in [0, ~1.5]: disk, features, corona.
 
@@ -324,7 +332,7 @@ def rotated(features, dt, b0=0.0):
     return [(lat, lon + math.degrees(synodic_rate(math.sin(math.radians(lat)))) * dt, w, a)
             for lat, lon, w, a in features]
 
-# %% ../nbs/suvi_fill/30_align.ipynb 38
+# %% ../nbs/suvi_fill/30_align.ipynb 39
 def sunpy_rotate(image, dt, b0, radius, when="2026-03-20T00:00:00", distance=OBSERVER_DISTANCE):
     """Derotate one (H, W) frame by `dt` s (target − frame) with sunpy; NaN where sunpy has no value.
 
