@@ -19,7 +19,7 @@ import torch.distributed as dist
 from suvi_fill import (align, availability as availability_module, dataset, model,
                        pool as pool_module, samples, segments as segments_module)
 from suvi_fill.losses import balanced_criterion, criterion, display_psnr
-from szrank.common import atomic_writer, autocast_enabled, pick_device, DEVICE_CHOICES
+from szrank.common import atomic_writer, autocast_enabled, check_threads, cpu_threads, pick_device, DEVICE_CHOICES
 
 # %% auto 0
 __all__ = ['POOL_VISIT', 'POOL_WAIT', 'POOL_POLL', 'EVAL_EVERY', 'ABORT_DROP_DB', 'PLATEAU_EVALS', 'DECAY_FACTOR', 'MIN_LR_SCALE',
@@ -457,8 +457,10 @@ def main(argv=None, on_record=None):
 
 def train(args, on_record=None):
     "`main` on parsed arguments (what `suvi-fill train` runs)."
-    if args.threads is not None and args.threads < 1:
-        raise SystemExit(f"--threads {args.threads}: needs at least 1")
+    try:
+        check_threads(args.threads)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     rank, world, local_rank = distributed_context()
     if world > 1 and args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -471,13 +473,10 @@ def train(args, on_record=None):
         torch.cuda.set_device(device)
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    threads = torch.get_num_threads()
-    if args.threads:
-        torch.set_num_threads(args.threads)
     try:
-        return _train(args, device, rank, world, on_record)
+        with cpu_threads(args.threads):
+            return _train(args, device, rank, world, on_record)
     finally:
-        torch.set_num_threads(threads)
         if world > 1 and dist.is_initialized():
             dist.destroy_process_group()
 

@@ -18,8 +18,8 @@ from typing import BinaryIO, Callable, Sequence
 
 # %% auto 0
 __all__ = ['DEVICE_CHOICES', 'DISTRIBUTION', 'fsync_directory', 'temporary_sibling', 'atomic_write', 'atomic_write_json',
-           'atomic_writer', 'read_exact', 'pick_device', 'autocast_enabled', 'package_version', 'CliError', 'Command',
-           'run_cli', 'version_command']
+           'atomic_writer', 'read_exact', 'pick_device', 'autocast_enabled', 'check_threads', 'cpu_threads',
+           'package_version', 'CliError', 'Command', 'run_cli', 'version_command']
 
 # %% ../nbs/szrank/01_common.ipynb 4
 def fsync_directory(directory: Path) -> None:
@@ -116,6 +116,26 @@ def autocast_enabled(device) -> bool:
     return getattr(device, "type", str(device)) == "cuda"
 
 # %% ../nbs/szrank/01_common.ipynb 16
+def check_threads(count: int | None) -> None:
+    "Refuse a `--threads` count below 1 (`None` means torch's own choice)."
+    if count is not None and count < 1:
+        raise ValueError(f"--threads {count}: needs at least 1 (leave it out for torch's default)")
+
+
+@contextlib.contextmanager
+def cpu_threads(count: int | None):
+    "Run the block on `count` torch CPU threads (None: unchanged); the previous count is restored after."
+    import torch
+    check_threads(count)
+    before = torch.get_num_threads()
+    if count is not None:
+        torch.set_num_threads(count)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+
+# %% ../nbs/szrank/01_common.ipynb 19
 DISTRIBUTION = "suvi-szrank"
 
 
@@ -136,7 +156,7 @@ def package_version() -> str:
     except PackageNotFoundError:
         return "0+unknown"
 
-# %% ../nbs/szrank/01_common.ipynb 19
+# %% ../nbs/szrank/01_common.ipynb 22
 class CliError(Exception):
     "An error for a person: printed as one line, exit status 2 (or `status`)."
     def __init__(self, message: str, status: int = 2):

@@ -27,7 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 from szrank.batches import decode_batch, iter_record_batches
-from szrank.common import atomic_write_json, autocast_enabled, pick_device, DEVICE_CHOICES
+from szrank.common import atomic_write_json, autocast_enabled, check_threads, cpu_threads, pick_device, DEVICE_CHOICES
 from szrank.metrics import evaluate_ensemble, report_gate
 from szrank.model import (ATTENTION_HEADS, ENSEMBLE_SIZE, FACE_FEATURES, FEED_FORWARD_WIDTH, GLOBAL_FEATURES,
                           LAYER_COUNT, MODEL_WIDTH, RankerMember, initialize_member, learning_rate_factor, member_loss)
@@ -205,8 +205,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto",
                         help="auto (CUDA when present), cpu or cuda")
     parser.add_argument("--split-runs", help="JSON file naming the train/validation/test/stress run UUIDs")
-    parser.add_argument("--threads", type=int, default=0,
-                        help="CPU threads for torch (0 keeps torch's default); 1 avoids spin-waiting on a busy machine")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads for torch during the run (default: torch's own choice); "
+                             "1 avoids spin-waiting on a busy machine")
     return parser
 
 
@@ -236,8 +237,7 @@ def validate_options(args: argparse.Namespace) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be positive and finite")
     if not math.isfinite(args.gain_clip) or args.gain_clip < 0.0:
         raise ValueError("--gain-clip must be finite and non-negative")
-    if getattr(args, "threads", 0) < 0:
-        raise ValueError("--threads cannot be negative")
+    check_threads(getattr(args, "threads", None))
 
 # %% ../nbs/szrank/23_train.ipynb 11
 GATE_FAILED = 4   # the seed's exit code for a model the statistical gate refused
@@ -272,8 +272,6 @@ def default_exporter() -> list[str]:
 def train_main(args: argparse.Namespace) -> int:
     "Snapshot, train, gate and publish; returns 0 (published) or 4 (gate failed). Raises on failure."
     device = pick_device(args.device)
-    if args.threads:
-        torch.set_num_threads(args.threads)
     amp_enabled = autocast_enabled(device) and not args.no_bf16
     device_name = "cpu"
     if device.type == "cuda":
@@ -410,7 +408,8 @@ def run_training(args: argparse.Namespace) -> int:
     "`train_main` with the seed's exit codes and one-line messages: 0, 4, 2 failure, 130 interrupted."
     try:
         validate_options(args)
-        return train_main(args)
+        with cpu_threads(getattr(args, "threads", None)):
+            return train_main(args)
     except KeyboardInterrupt:
         eprint("Training interrupted; current.sztf was not changed.")
         return INTERRUPTED

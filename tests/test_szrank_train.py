@@ -42,6 +42,7 @@ def test_every_seed_flag_with_its_default():
     (["--max-records-per-split", "-5"], "epoch/record bounds cannot be negative"),
     (["--ips-clip", "inf"], "--ips-clip must be positive and finite"),
     (["--gain-clip", "-0.5"], "--gain-clip must be finite and non-negative"),
+    (["--threads", "0"], "--threads 0: needs at least 1"),
 ])
 def test_bad_options_exit_2_with_the_seeds_message(flags, message):
     result = run([tool("szrank"), "train", *flags])
@@ -112,6 +113,21 @@ def test_training_is_deterministic_on_cpu(snapshot, tmp_path):
         assert result.returncode == 0, result.stderr
         digests.append(load_model(tmp_path / name / "current.sztf").digest_sha256)
     assert digests[0] == digests[1]
+
+
+def test_a_run_in_process_puts_the_thread_count_back(snapshot, tmp_path):
+    """`--threads 1` holds for the run only: a notebook or test that trains keeps its own count after."""
+    import torch
+    from szrank.train import main
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        status = main(["--snapshot", str(snapshot), "--output-directory", str(tmp_path / "model"), *FAST,
+                       "--minimum-gate-records", "1", "--force-deploy", "--max-records-per-split", "256"])
+        assert status == 0 and (tmp_path / "model" / "current.sztf").exists()
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_interrupt_exits_130_and_leaves_current(snapshot, tmp_path):
