@@ -105,7 +105,7 @@ def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESO
 #: Since alignment samples bicubic the prior blend is hard to beat: on the 8-day corpus
 #: this schedule's validation went from 51.69 dB (untrained) to 51.72 at step 1200, and a
 #: 1.4M-parameter net (base 32, depth 3, 2400 steps, about 20 minutes) moved the test
-#: bench by -0.12 to +0.28 dB against the blend, so the demo keeps the small net.  About
+#: bench by -0.35 to +0.28 dB against the blend, so the demo keeps the small net.  About
 #: four and a half minutes on two cores.  Two threads always (`--threads`): a CPU run
 #: repeats bit for bit at a fixed thread count, and one thread against two moved the
 #: 1-slot margin by 0.2 dB.
