@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from suvi_fill import losses, model, train as trainer
-from szrank.common import autocast_enabled
+from suvi_fill.device import autocast_enabled
 
 WARMUP = 2
 

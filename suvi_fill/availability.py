@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from suvi_fill import dataset, paths, segments
-from szrank.common import CliError, atomic_write
+from suvi_fill.errors import SuviFillError
+from suvi_fill.files import atomic_write
 
 # %% auto 0
 __all__ = ['AVAILABILITY', 'LOSS_CONTEXT', 'FORMAT', 'presence_trace', 'loss_patterns', 'dual_outage_rate', 'Availability',
@@ -155,10 +156,10 @@ def profile(directory) -> Availability:
     "Profile the corpus in `directory` and write `directory/availability.npz`."
     directory = Path(directory)
     if not directory.is_dir():
-        raise CliError(f"--shards {directory}: not a directory (build the corpus with suvi-fill build)")
+        raise SuviFillError(f"--shards {directory}: not a directory (build the corpus with suvi-fill build)")
     shards = segments.corpus_shards(directory)
     if not shards:
-        raise CliError(f"--shards {directory}: no shards (build the corpus with suvi-fill build)")
+        raise SuviFillError(f"--shards {directory}: no shards (build the corpus with suvi-fill build)")
     try:
         trace = presence_trace(shards)
     finally:

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from suvi_fill import availability as availability_module, dataset, metrics, paths, samples, segments
-from szrank.common import CliError, atomic_write, atomic_write_json
+from suvi_fill.errors import SuviFillError
+from suvi_fill.files import atomic_write, atomic_write_json
 
 # %% auto 0
 __all__ = ['GAPS', 'SAMPLES', 'SIDE_DEFINITIONS', 'SIDES', 'BENCH_SEED', 'GOAL_MARGIN_DB', 'BENCH_JSON', 'BENCH_MD', 'BENCH_PNG',
@@ -43,7 +44,7 @@ def split_segments(manifest: dict, split: str) -> list:
     "`[(satellite, start, end), ...]` of `split` in `manifest`; a one-line error when it has none."
     chosen = manifest["segments"].get(split)
     if chosen is None:
-        raise CliError(f"manifest has no {split!r} split (splits: {', '.join(manifest['segments'])})")
+        raise SuviFillError(f"manifest has no {split!r} split (splits: {', '.join(manifest['segments'])})")
     return [tuple(int(v) for v in s)[-3:] for s in chosen]
 
 
@@ -178,9 +179,9 @@ def parse_gaps(text) -> tuple:
     try:
         gaps = tuple(int(v) for v in str(text).split(",") if v.strip())
     except ValueError:
-        raise CliError(f"--gaps {text!r}: expected comma-separated slot counts, e.g. 1,4,16,64,300") from None
+        raise SuviFillError(f"--gaps {text!r}: expected comma-separated slot counts, e.g. 1,4,16,64,300") from None
     if not gaps or min(gaps) < 1:
-        raise CliError(f"--gaps {text!r}: gaps must be positive slot counts")
+        raise SuviFillError(f"--gaps {text!r}: gaps must be positive slot counts")
     return tuple(sorted(set(gaps)))
 
 
@@ -338,21 +339,21 @@ def bench_command(parser):
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
     def run(args) -> int:
-        from szrank.common import pick_device
+        from suvi_fill.device import pick_device
         from suvi_fill.fillers import make_filler
         gaps = parse_gaps(args.gaps)
         if args.samples < 1:
-            raise CliError(f"--samples {args.samples}: must be at least 1")
+            raise SuviFillError(f"--samples {args.samples}: must be at least 1")
         manifest = segments.load_manifest(args.manifest or args.shards / segments.MANIFEST)
         trace = availability_module.Availability.load(args.availability or args.shards / availability_module.AVAILABILITY)
         device = pick_device(args.device)
         if args.checkpoint is not None and not args.checkpoint.exists():
-            raise CliError(f"--checkpoint {args.checkpoint}: no such file")
+            raise SuviFillError(f"--checkpoint {args.checkpoint}: no such file")
         names = ([n.strip() for n in args.fillers.split(",") if n.strip()] if args.fillers else
                  [n for n in FILLER_ORDER if n != "learned" or args.checkpoint is not None])
         unknown = [n for n in names if n not in FILLER_ORDER]
         if unknown:
-            raise CliError(f"--fillers: unknown {', '.join(unknown)} (choose from {', '.join(FILLER_ORDER)})")
+            raise SuviFillError(f"--fillers: unknown {', '.join(unknown)} (choose from {', '.join(FILLER_ORDER)})")
         fillers = {n: make_filler(n, checkpoint=args.checkpoint, device=device) for n in names}
         result = run_bench(args.shards, manifest, trace, fillers, gaps, args.samples, args.split, args.seed,
                            device, progress=not args.quiet, sides=args.sides)

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from suvi_fill import paths
-from szrank.common import atomic_writer, CliError
+from suvi_fill.errors import SuviFillError
+from suvi_fill.files import atomic_writer
 
 # %% auto 0
 __all__ = ['ASINH_SCALE', 'ASINH_RANGE', 'SATURATION', 'STORE_DTYPE', 'CLEAN', 'MISSING', 'EMPTY', 'NONFINITE', 'SENTINEL',
@@ -329,7 +330,7 @@ def describe(directory) -> list:
     from suvi_fill import segments
     directory = Path(directory)
     if not directory.is_dir():
-        raise CliError(f"--shards {directory}: not a directory (build the corpus with suvi-fill build)")
+        raise SuviFillError(f"--shards {directory}: not a directory (build the corpus with suvi-fill build)")
     manifest = segments.load_manifest(directory / segments.MANIFEST)
     shards = segments.corpus_shards(directory)
     lines = [f"corpus {directory}: manifest {manifest['digest'][:12]}, {manifest['resolution']} px, "

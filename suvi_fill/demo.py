@@ -151,7 +151,8 @@ class _Tee(io.TextIOBase):
 
 def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
     "Train the demo model into `out/run` (or reuse a finished run); returns `best.pt`."
-    from szrank.common import CliError, atomic_write_json
+    from suvi_fill.errors import SuviFillError
+    from suvi_fill.files import atomic_write_json
     from suvi_fill import segments, train
     run_dir = Path(out) / "run"
     record_path = run_dir / "demo_train.json"
@@ -177,9 +178,9 @@ def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
             print(f"[train] suvi-fill train {' '.join(argv)}")
             status = train.main(argv)
     except SystemExit as exc:
-        raise CliError(f"training refused: {exc}") from None
+        raise SuviFillError(f"training refused: {exc}") from None
     if not (run_dir / "best.pt").exists():
-        raise CliError(f"training wrote no {run_dir / 'best.pt'} (exit {status})")
+        raise SuviFillError(f"training wrote no {run_dir / 'best.pt'} (exit {status})")
     atomic_write_json(record_path, {"manifest": digest, "settings": settings, "status": int(status),
                                     "log": log.lines()})
     print(f"[train] exit {status} -> {run_dir / 'best.pt'}" + ("  (ABORT guard: best.pt is the best eval)"
@@ -218,7 +219,7 @@ def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", 
 
 def render_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True) -> dict:
     "Render `DEMO_FRAMES` RGB frames of GOES-16 around its first lost 171 Å frame, and their movie."
-    from szrank.common import atomic_write_json
+    from suvi_fill.files import atomic_write_json
     from suvi_fill import dataset, paths, render, segments
     from suvi_fill.fillers import make_filler
     where = Path(out) / "render"

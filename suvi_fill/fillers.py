@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from suvi_fill import align, metrics, model, paths, samples
-from szrank.common import autocast_enabled
+from suvi_fill.device import autocast_enabled
 
 # %% auto 0
 __all__ = ['FLOW_PYR_SCALE', 'FLOW_WINDOW_FRACTION', 'FLOW_ITERATIONS', 'FLOW_POLY_N', 'FLOW_POLY_SIGMA', 'BLEND_BASE',

@@ -20,7 +20,7 @@ from astropy.io.fits.verify import VerifyWarning
 
 from suvi_fill.paths import (SATELLITES, SLOT_SECONDS, WAVELENGTHS, as_datetime, format_stamp, parse_stamp,
                              slot_of, solar_b0, solar_radius_arcsec, sun_distance_m, time_of)
-from szrank.common import atomic_write
+from suvi_fill.files import atomic_write
 
 # %% auto 0
 __all__ = ['L2_VERSION', 'L2_NAME', 'REQUIRED_KEYS', 'HEADER_CARDS', 'DEFAULT_SAT_THR', 'SENTINEL_VALUE', 'L2Name', 'l2_name',

@@ -15,7 +15,8 @@ import cv2
 import numpy as np
 
 from suvi_fill import dataset, fits, paths, segments
-from szrank.common import CliError, atomic_write_json
+from suvi_fill.errors import SuviFillError
+from suvi_fill.files import atomic_write_json
 
 # %% auto 0
 __all__ = ['NONFINITE_MAX_FRACTION', 'SENTINEL_FRACTION', 'SATURATED_MAX_FRACTION', 'MAX_DEFAULT_RESOLUTION', 'REPORT',
@@ -85,7 +86,7 @@ def find_sources(source) -> list:
     "SUVI L2 candidates under `source` (recursively), sorted by name."
     source = Path(source)
     if not source.is_dir():
-        raise CliError(f"--source {source}: not a directory of SUVI L2 FITS files")
+        raise SuviFillError(f"--source {source}: not a directory of SUVI L2 FITS files")
     return sorted((p for p in source.rglob("*") if p.is_file() and p.name.lower().endswith(FITS_SUFFIXES)),
                   key=lambda p: (p.name, str(p)))
 
@@ -118,12 +119,12 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
             continue
         groups[(paths.day_of_slot(name.slot), name.satellite)].append((name.slot, name.band, path))
     if not groups:
-        raise CliError(f"--source {source}: no SUVI L2 files (dr_suvi-l2-ci*_g*_s*_e*_v*.fits) found")
+        raise SuviFillError(f"--source {source}: no SUVI L2 files (dr_suvi-l2-ci*_g*_s*_e*_v*.fits) found")
     if resolution is None:
         resolution = _source_resolution(groups)
     resolution = int(resolution)
     if not 8 <= resolution <= 4096:
-        raise CliError(f"--resolution {resolution}: must be between 8 and 4096 pixels")
+        raise SuviFillError(f"--resolution {resolution}: must be between 8 and 4096 pixels")
     days = paths.days_from(min(d for d, _ in groups), (paths.as_day(max(d for d, _ in groups))
                                                         - paths.as_day(min(d for d, _ in groups))).days + 1)
     satellites = sorted({s for _, s in groups})
@@ -173,7 +174,7 @@ def _source_resolution(groups) -> int:
             except (ValueError, OSError):
                 continue
             return min(MAX_DEFAULT_RESOLUTION, int(header.shape[1]))
-    raise CliError("no readable SUVI L2 file to take the corpus resolution from; give --resolution")
+    raise SuviFillError("no readable SUVI L2 file to take the corpus resolution from; give --resolution")
 
 
 def _ingest_one(writer, slot, band, path, resolution, report) -> None:
@@ -223,7 +224,7 @@ def build_command(parser):
 
     def run(args) -> int:
         if args.split_stretch < 0:
-            raise CliError(f"--split-stretch {args.split_stretch}: must be 0 or a positive slot count")
+            raise SuviFillError(f"--split-stretch {args.split_stretch}: must be 0 or a positive slot count")
         report = build(args.source, args.out, args.resolution, progress=not args.no_progress, span_min=args.span_min,
                        split_stretch=args.split_stretch)
         reasons = ", ".join(f"{k} {v}" for k, v in report["reasons"].items() if v)

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from suvi_fill import dataset, paths, segments as segments_module
-from szrank.common import CliError, atomic_write_json, fsync_directory
+from suvi_fill.errors import SuviFillError
+from suvi_fill.files import atomic_write_json, fsync_directory
 
 # %% auto 0
 __all__ = ['SLICE_PREFIX', 'SEQUENCE_DIGITS', 'READY', 'META', 'DAYS_PER_SLICE', 'CAPACITY', 'slice_sequence', 'ready_slices',
@@ -154,7 +155,7 @@ def publish_slice(directory, shards_dir, days, satellites, chosen, split="train"
     sequence = next_sequence(directory) if sequence is None else int(sequence)
     final = directory / f"{SLICE_PREFIX}{sequence:0{SEQUENCE_DIGITS}d}"
     if final.exists():
-        raise CliError(f"{final}: a slice with this sequence number already exists")
+        raise SuviFillError(f"{final}: a slice with this sequence number already exists")
     temporary = directory / f".building-{uuid.uuid4().hex}"
     temporary.mkdir()
     try:
@@ -167,7 +168,7 @@ def publish_slice(directory, shards_dir, days, satellites, chosen, split="train"
                     _link_or_copy(source, temporary / name)
                     linked += 1
         if not linked:
-            raise CliError(f"{shards_dir}: no shards for days {days[0]}..{days[-1]}")
+            raise SuviFillError(f"{shards_dir}: no shards for days {days[0]}..{days[-1]}")
         # The corpus manifest rides along: the sampler reads its cross-calibration
         # from the manifest beside the shards.
         manifest = Path(shards_dir) / segments_module.MANIFEST
@@ -207,7 +208,7 @@ def split_days(manifest, split) -> list:
     try:
         chosen = manifest["segments"][split]
     except KeyError:
-        raise CliError(f"manifest has no segments for split {split!r}; rebuild it with suvi-fill build") from None
+        raise SuviFillError(f"manifest has no segments for split {split!r}; rebuild it with suvi-fill build") from None
     return segments_module.days_touched(chosen)
 
 
@@ -233,16 +234,16 @@ def produce(shards_dir, out, manifest_path=None, split=None, days=DAYS_PER_SLICE
         with open(manifest_path) as handle:
             manifest = json.load(handle)
     except FileNotFoundError:
-        raise CliError(f"{manifest_path} not found: build the corpus with suvi-fill build") from None
+        raise SuviFillError(f"{manifest_path} not found: build the corpus with suvi-fill build") from None
     except json.JSONDecodeError as exc:
-        raise CliError(f"{manifest_path}: not JSON ({exc.msg})") from None
+        raise SuviFillError(f"{manifest_path}: not JSON ({exc.msg})") from None
     if "segments" not in manifest:
-        raise CliError(f"{manifest_path} has no 'segments': rebuild it with suvi-fill build")
+        raise SuviFillError(f"{manifest_path} has no 'segments': rebuild it with suvi-fill build")
     split = split or ("val" if fixed else "train")
     satellites = tuple(int(s) for s in manifest.get("satellites", paths.SATELLITES))
     chosen = manifest["segments"].get(split)
     if not chosen:
-        raise CliError(f"{manifest_path}: split {split!r} has no segments")
+        raise SuviFillError(f"{manifest_path}: split {split!r} has no segments")
     runs = windows(split_days(manifest, split), max(int(days), 1))
     digest = manifest.get("digest")
     published = []
@@ -285,7 +286,7 @@ def pool_produce_command(parser):
 
     def run(args) -> int:
         if args.capacity < 1:
-            raise CliError("--capacity must be at least 1")
+            raise SuviFillError("--capacity must be at least 1")
         produce(args.shards, args.out, args.manifest, args.split, args.days, args.capacity,
                 args.slices, args.interval, args.seed, args.fixed)
         return 0

@@ -13,7 +13,8 @@ import cv2
 import numpy as np
 
 from suvi_fill import dataset, metrics, paths, samples, segments
-from szrank.common import CliError, atomic_write, atomic_write_json, temporary_sibling
+from suvi_fill.errors import SuviFillError
+from suvi_fill.files import atomic_write, atomic_write_json, temporary_sibling
 
 # %% auto 0
 __all__ = ['RENDER_SPAN', 'MIN_SIZE', 'FPS', 'FILLED_COLOUR', 'MISSING_COLOUR', 'BORDER_FRACTION', 'FrameSource', 'compose',
@@ -166,7 +167,7 @@ def render_frames(shards_dir, satellite: int, start_slot: int, end_slot: int, ba
     frames = []
     with FrameSource(shards_dir, offsets, days=days) as source:
         if satellite not in source.satellites:
-            raise CliError(f"--satellite {satellite}: the corpus holds {', '.join(f'g{s}' for s in source.satellites)}")
+            raise SuviFillError(f"--satellite {satellite}: the corpus holds {', '.join(f'g{s}' for s in source.satellites)}")
         size = int(size or max(MIN_SIZE, source.resolution))
         size += -size % 16                                   # the movie encoder's macro blocks
         for slot in tqdm(range(start_slot, end_slot), desc="render", unit="frame",
@@ -236,16 +237,16 @@ def write_movie(out, index: dict, movie, fps: int = FPS) -> Path:
 def parse_bands(band, rgb) -> tuple:
     "The wavelengths to render from `--band` or `--rgb` (exactly one)."
     if (band is None) == (rgb is None):
-        raise CliError("give exactly one of --band B or --rgb R,G,B")
+        raise SuviFillError("give exactly one of --band B or --rgb R,G,B")
     try:
         bands = (int(band),) if band is not None else tuple(int(v) for v in str(rgb).split(","))
     except ValueError:
-        raise CliError(f"--band/--rgb {band or rgb!r}: expected wavelengths in A, e.g. 171 or 304,171,195") from None
+        raise SuviFillError(f"--band/--rgb {band or rgb!r}: expected wavelengths in A, e.g. 171 or 304,171,195") from None
     if rgb is not None and len(bands) != 3:
-        raise CliError(f"--rgb {rgb!r}: needs three wavelengths (red, green, blue)")
+        raise SuviFillError(f"--rgb {rgb!r}: needs three wavelengths (red, green, blue)")
     unknown = [w for w in bands if w not in paths.WAVELENGTHS]
     if unknown:
-        raise CliError(f"band {unknown[0]} A: SUVI bands are {', '.join(str(w) for w in paths.WAVELENGTHS)}")
+        raise SuviFillError(f"band {unknown[0]} A: SUVI bands are {', '.join(str(w) for w in paths.WAVELENGTHS)}")
     return bands
 
 
@@ -270,16 +271,16 @@ def render_command(parser):
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
     def run(args) -> int:
-        from szrank.common import pick_device
+        from suvi_fill.device import pick_device
         from suvi_fill.fillers import make_filler
         bands = parse_bands(args.band, args.rgb)
         start, end = paths.slot_of(args.start), paths.slot_of(args.end)
         if end <= start:
-            raise CliError(f"--end {args.end} is not after --start {args.start}")
+            raise SuviFillError(f"--end {args.end} is not after --start {args.start}")
         if args.span < 1:
-            raise CliError(f"--span {args.span}: must be at least 1 slot")
+            raise SuviFillError(f"--span {args.span}: must be at least 1 slot")
         if args.fill == "learned" and args.checkpoint is None:
-            raise CliError("--fill learned needs --checkpoint (a trainer's best.pt)")
+            raise SuviFillError("--fill learned needs --checkpoint (a trainer's best.pt)")
         filler = make_filler(args.fill, checkpoint=args.checkpoint, device=pick_device(args.device))
         index = render_frames(args.shards, args.satellite, start, end, bands, filler, args.out,
                               size=args.size, span=args.span, progress=not args.quiet)

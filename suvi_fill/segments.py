@@ -13,7 +13,7 @@ import cv2
 import numpy as np
 
 from suvi_fill import dataset, paths
-from szrank.common import atomic_write_json
+from suvi_fill.files import atomic_write_json
 
 # %% auto 0
 __all__ = ['SPAN_MIN', 'SPLIT_RATIOS', 'SPLITS', 'MANIFEST', 'MANIFEST_FORMAT', 'CALIBRATION_FRAMES', 'CALIBRATION_BLOCK',

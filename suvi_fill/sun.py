@@ -21,7 +21,8 @@ from suvi_fill.fits import SENTINEL_VALUE, l2_header_values, l2_name, write_l2, 
 from suvi_fill.paths import (SATELLITES, SLOT_SECONDS, SLOTS_PER_DAY, WAVELENGTHS, as_day, day_of_slot,
                              first_slot_of_day, solar_b0, solar_declination, solar_radius_arcsec,
                              sun_distance_m, time_of, unix_seconds)
-from szrank.common import CliError, atomic_write_json, fsync_directory
+from suvi_fill.errors import SuviFillError
+from suvi_fill.files import atomic_write_json, fsync_directory
 
 # %% auto 0
 __all__ = ['HOWARD_A', 'HOWARD_B', 'HOWARD_C', 'EARTH_ORBIT_DEG_PER_DAY', 'RESPONSE_LINES', 'QUIET_RADIANCE', 'QUIET_DEM',
@@ -607,17 +608,17 @@ def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, see
     from tqdm.auto import tqdm
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise CliError(f"{out}: already exists and is not an empty directory; choose a new --out")
+        raise SuviFillError(f"{out}: already exists and is not an empty directory; choose a new --out")
     if int(resolution) < 16 or int(resolution) > 4096:
-        raise CliError(f"--resolution {resolution}: must be between 16 and 4096 pixels")
+        raise SuviFillError(f"--resolution {resolution}: must be between 16 and 4096 pixels")
     satellites = tuple(int(s) for s in satellites)
     unknown = [s for s in satellites if s not in SATELLITES]
     if unknown or not satellites:
-        raise CliError(f"--satellites: {unknown or 'none'} not among {SATELLITES}")
+        raise SuviFillError(f"--satellites: {unknown or 'none'} not among {SATELLITES}")
     span_days = hours / 24.0 if hours is not None else float(days)
     n_slots = int(round(span_days * SLOTS_PER_DAY))
     if n_slots < 1:
-        raise CliError(f"--days/--hours give no 4-minute slot ({span_days} days)")
+        raise SuviFillError(f"--days/--hours give no 4-minute slot ({span_days} days)")
     first = first_slot_of_day(start)
     resolution = int(resolution)
     sun = SunModel(seed, start, span_days)
@@ -713,15 +714,15 @@ def synth_command(parser: argparse.ArgumentParser):
         try:
             rates = OutageRates().scaled(args.outage_scale)
         except ValueError as exc:
-            raise CliError(f"--outage-scale {args.outage_scale}: {exc}") from None
+            raise SuviFillError(f"--outage-scale {args.outage_scale}: {exc}") from None
         try:
             satellites = tuple(int(s) for s in args.satellites.split(",") if s.strip())
         except ValueError:
-            raise CliError(f"--satellites {args.satellites!r}: expected e.g. 16,18") from None
+            raise SuviFillError(f"--satellites {args.satellites!r}: expected e.g. 16,18") from None
         try:
             as_day(args.start)
         except ValueError as exc:
-            raise CliError(f"--start {args.start!r}: {exc}") from None
+            raise SuviFillError(f"--start {args.start!r}: {exc}") from None
         summary = synthesize(args.out, days=args.days, resolution=args.resolution, seed=args.seed,
                              start=args.start, satellites=satellites, hours=args.hours,
                              rates=rates, progress=not args.quiet)

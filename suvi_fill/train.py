@@ -19,7 +19,8 @@ import torch.distributed as dist
 from suvi_fill import (align, availability as availability_module, dataset, model,
                        pool as pool_module, samples, segments as segments_module)
 from suvi_fill.losses import balanced_criterion, criterion, display_psnr
-from szrank.common import atomic_writer, autocast_enabled, check_threads, cpu_threads, pick_device, DEVICE_CHOICES
+from suvi_fill.device import autocast_enabled, check_threads, cpu_threads, pick_device, DEVICE_CHOICES
+from suvi_fill.files import atomic_writer
 
 # %% auto 0
 __all__ = ['POOL_VISIT', 'POOL_WAIT', 'POOL_POLL', 'EVAL_EVERY', 'ABORT_DROP_DB', 'PLATEAU_EVALS', 'DECAY_FACTOR', 'MIN_LR_SCALE',
