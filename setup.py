@@ -14,6 +14,8 @@ for key in ("version", "description", "lib_name", "author", "author_email", "lic
         raise SystemExit(f"settings.ini: missing required key {key!r}")
 
 requirements = cfg.get("requirements", "").split()
+suvi_fill_requirements = cfg.get("suvi_fill_requirements", "").split()
+sunpy_requirements = cfg.get("sunpy_requirements", "").split()
 dev_requirements = cfg.get("dev_requirements", "").split()
 console_scripts = cfg.get("console_scripts", "").split()
 readme = HERE / "README.md"
@@ -34,7 +36,11 @@ setuptools.setup(
     include_package_data=True,
     package_data={"szrank": ["data/*"], "suvi_fill": ["data/*"]},
     install_requires=requirements,
-    extras_require={"dev": dev_requirements, "sunpy": ["sunpy[map,image]>=6.0"]},
+    extras_require={
+        "suvi_fill": suvi_fill_requirements,               # szrank needs only `requirements`
+        "sunpy": suvi_fill_requirements + sunpy_requirements,
+        "dev": suvi_fill_requirements + dev_requirements,  # both packages, notebooks and tests
+    },
     entry_points={"console_scripts": console_scripts},
     zip_safe=False,
 )
