@@ -8,14 +8,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import signal
 import sys
+import threading
 from typing import Callable, Sequence
 
 from suvi_fill import package_version
 from suvi_fill.errors import SuviFillError
 
 # %% auto 0
-__all__ = ['HANDLED', 'DESCRIPTION', 'COMMANDS', 'Command', 'one_line', 'run_cli', 'version_command', 'main']
+__all__ = ['HANDLED', 'INTERRUPTED', 'TERMINATED', 'DESCRIPTION', 'COMMANDS', 'Command', 'Terminated', 'sigterm_raises',
+           'one_line', 'run_cli', 'version_command', 'main']
 
 # %% ../nbs/suvi_fill/01_cli.ipynb 3
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +49,30 @@ def _parser(prog: str, description: str, commands: Sequence[Command], argv: list
     return parser, runner
 
 # %% ../nbs/suvi_fill/01_cli.ipynb 8
+class Terminated(BaseException):
+    "SIGTERM, raised in the main thread so that cleanup runs (a BaseException, like KeyboardInterrupt)."
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
+class sigterm_raises:
+    "Context manager: SIGTERM raises `Terminated` in the main thread for the block (a no-op elsewhere)."
+    def __enter__(self):
+        self.before = None
+        if threading.current_thread() is threading.main_thread():
+            self.before = signal.signal(signal.SIGTERM, _terminate)
+        return self
+
+    def __exit__(self, *exc):
+        if self.before is not None:
+            signal.signal(signal.SIGTERM, self.before)
+        return False
+
+# %% ../nbs/suvi_fill/01_cli.ipynb 11
 HANDLED = (SuviFillError, OSError, ValueError, EOFError, RuntimeError)  # narrowed to the first two as the library moves to its own types
+INTERRUPTED, TERMINATED = 130, 143   # 128 + SIGINT, 128 + SIGTERM: what a shell reports
 
 
 def one_line(exc: BaseException) -> str:
@@ -54,22 +80,32 @@ def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+def _say(prog: str, command: str | None, text: str) -> None:
+    print(f"{prog} {command or ''}: {text}".replace(" :", ":"), file=sys.stderr, flush=True)
+
+
 def run_cli(prog: str, description: str, commands: Sequence[Command], argv: Sequence[str] | None = None) -> int:
     "Parse `argv` against `commands`, run the chosen one, map errors to exit statuses."
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser, runner = _parser(prog, description, commands, argv)
-    args = parser.parse_args(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
     try:
-        return int(runner(args) or 0)
+        with sigterm_raises():
+            parser, runner = _parser(prog, description, commands, argv)
+            args = parser.parse_args(argv)
+            try:
+                return int(runner(args) or 0)
+            except HANDLED as exc:
+                if args.traceback: raise
+                _say(prog, command, f"error: {one_line(exc)}")
+                return getattr(exc, "status", 2)
     except KeyboardInterrupt:
-        print(f"{prog} {args.command}: interrupted", file=sys.stderr, flush=True)
-        return 130
-    except HANDLED as exc:
-        if args.traceback: raise
-        print(f"{prog} {args.command}: error: {one_line(exc)}", file=sys.stderr, flush=True)
-        return getattr(exc, "status", 2)
+        _say(prog, command, "interrupted")
+        return INTERRUPTED
+    except Terminated:
+        _say(prog, command, "terminated")
+        return TERMINATED
 
-# %% ../nbs/suvi_fill/01_cli.ipynb 11
+# %% ../nbs/suvi_fill/01_cli.ipynb 13
 def version_command(parser: argparse.ArgumentParser) -> Callable:
     "`version`: print the versions of suvi_fill, numpy and torch."
     def run(args) -> int:
@@ -84,7 +120,7 @@ def version_command(parser: argparse.ArgumentParser) -> Callable:
         return 0
     return run
 
-# %% ../nbs/suvi_fill/01_cli.ipynb 12
+# %% ../nbs/suvi_fill/01_cli.ipynb 14
 DESCRIPTION = "The SUVI EUV gap filler: corpus, samples, training, bench and rendering."
 
 COMMANDS = (
