@@ -84,6 +84,13 @@ def test_imports_have_no_side_effects(tmp_path):
     assert result.stdout.split() == [version, version]
 
 
+def test_the_packages_import_from_the_notebook_folder():
+    "nbs/ holds folders named like the packages: a notebook opened there must still import the real ones."
+    code = "import suvi_fill, szrank; print(suvi_fill.__version__, szrank.__version__)"
+    result = run([sys.executable, "-c", code], cwd=ROOT / "nbs")
+    assert result.returncode == 0, result.stderr
+
+
 @pytest.mark.parametrize("script", ["suvi-fill", "szrank"])
 def test_console_scripts(script):
     help_text = run([tool(script), "--help"])
