@@ -21,38 +21,25 @@ from suvi_fill.fits import SENTINEL_VALUE, l2_header_values, l2_name, write_l2, 
 from suvi_fill.paths import (SATELLITES, SLOT_SECONDS, SLOTS_PER_DAY, WAVELENGTHS, as_day, day_of_slot,
                              first_slot_of_day, solar_b0, solar_declination, solar_radius_arcsec,
                              sun_distance_m, time_of, unix_seconds)
+from suvi_fill.coding import SATURATION
 from suvi_fill.errors import SuviFillError
 from suvi_fill.files import atomic_write_json, fsync_directory
+from suvi_fill.rotation import rotation_rate
 
 # %% auto 0
-__all__ = ['HOWARD_A', 'HOWARD_B', 'HOWARD_C', 'EARTH_ORBIT_DEG_PER_DAY', 'RESPONSE_LINES', 'QUIET_RADIANCE', 'QUIET_DEM',
-           'LIMB_BRIGHTENING', 'OFFLIMB_LEVEL', 'OFFLIMB_SCALE', 'NETWORK_CONTRAST', 'NETWORK_CORONAL_SHARE',
-           'HOLE_DEPTH', 'COUNTS_PER_RADIANCE', 'READ_NOISE_FRACTION', 'NATIVE_PIXELS', 'NATIVE_CDELT',
-           'FIELD_OF_VIEW_ARCSEC', 'SATURATION', 'PSF_NATIVE_PIXELS', 'CORONAL_304_SHARE', 'OK', 'DROP_BAND',
-           'DROP_FRAME', 'EMPTY_FILE', 'ECLIPSE', 'SENTINEL_RUN', 'DUAL_FAILURE', 'MULTI_DAY_GAP', 'OUTAGE_NAMES',
-           'FILE_PRESENT', 'SATELLITE_LONGITUDE', 'GEO_RADIUS_KM', 'SHADOW_RADIUS_KM', 'SCALED_RATES', 'TEXTURE_DEG',
-           'NETWORK_DEG', 'NETWORK_DAYS', 'AR_RATE_PER_DAY', 'AR_LIFE_DAYS', 'FLARE_RATE_PER_DAY', 'AR_HEIGHT',
-           'CORE_HEIGHT', 'FLARE_HEIGHT', 'POINTING_BIAS_ARCSEC', 'POINTING_DIURNAL_ARCSEC', 'POINTING_JITTER_ARCSEC',
-           'ROLL_BIAS_DEG', 'ROLL_DIURNAL_DEG', 'GAIN_SIGMA', 'OFFSET_FRACTION', 'DEFAULT_START', 'DEFAULT_RESOLUTION',
-           'TRUTH_NAME', 'OUTAGES_NAME', 'howard_rate', 'band_response', 'dem_weights', 'relative_brightness',
-           'OutageRates', 'eclipse_window', 'outage_plan', 'Geometry', 'SunModel', 'Instrument', 'archive_path',
-           'synthesize', 'synth_command']
+__all__ = ['RESPONSE_LINES', 'QUIET_RADIANCE', 'QUIET_DEM', 'LIMB_BRIGHTENING', 'OFFLIMB_LEVEL', 'OFFLIMB_SCALE',
+           'NETWORK_CONTRAST', 'NETWORK_CORONAL_SHARE', 'HOLE_DEPTH', 'COUNTS_PER_RADIANCE', 'READ_NOISE_FRACTION',
+           'NATIVE_PIXELS', 'NATIVE_CDELT', 'FIELD_OF_VIEW_ARCSEC', 'PSF_NATIVE_PIXELS', 'CORONAL_304_SHARE', 'OK',
+           'DROP_BAND', 'DROP_FRAME', 'EMPTY_FILE', 'ECLIPSE', 'SENTINEL_RUN', 'DUAL_FAILURE', 'MULTI_DAY_GAP',
+           'OUTAGE_NAMES', 'FILE_PRESENT', 'SATELLITE_LONGITUDE', 'GEO_RADIUS_KM', 'SHADOW_RADIUS_KM', 'SCALED_RATES',
+           'TEXTURE_DEG', 'NETWORK_DEG', 'NETWORK_DAYS', 'AR_RATE_PER_DAY', 'AR_LIFE_DAYS', 'FLARE_RATE_PER_DAY',
+           'AR_HEIGHT', 'CORE_HEIGHT', 'FLARE_HEIGHT', 'POINTING_BIAS_ARCSEC', 'POINTING_DIURNAL_ARCSEC',
+           'POINTING_JITTER_ARCSEC', 'ROLL_BIAS_DEG', 'ROLL_DIURNAL_DEG', 'GAIN_SIGMA', 'OFFSET_FRACTION',
+           'DEFAULT_START', 'DEFAULT_RESOLUTION', 'TRUTH_NAME', 'OUTAGES_NAME', 'band_response', 'dem_weights',
+           'relative_brightness', 'OutageRates', 'eclipse_window', 'outage_plan', 'Geometry', 'SunModel', 'Instrument',
+           'archive_path', 'synthesize', 'synth_command']
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 4
-#: Howard et al. differential-rotation coefficients, µrad/s (sidereal): ω = A + B sin²φ + C sin⁴φ.
-HOWARD_A, HOWARD_B, HOWARD_C = 2.894, -0.428, -0.370
-#: Earth's mean orbital motion, deg/day: sidereal minus this is the synodic rate.
-EARTH_ORBIT_DEG_PER_DAY = 0.9856
-_URAD_S_TO_DEG_DAY = 1e-6 * 86_400.0 * 180.0 / math.pi
-
-
-def howard_rate(latitude_deg, synodic: bool = True):
-    "Rotation rate in deg/day at heliographic latitude(s) `latitude_deg` (synodic by default)."
-    s2 = np.sin(np.radians(latitude_deg)) ** 2
-    rate = (HOWARD_A + HOWARD_B * s2 + HOWARD_C * s2 * s2) * _URAD_S_TO_DEG_DAY
-    return rate - EARTH_ORBIT_DEG_PER_DAY if synodic else rate
-
-# %% ../nbs/suvi_fill/12_sun.ipynb 7
+# %% ../nbs/suvi_fill/12_sun.ipynb 6
 #: Band temperature responses: (log T of the peak, relative height, width in log T) per line.
 RESPONSE_LINES = {
     94: ((6.85, 1.0, 0.10), (6.05, 0.06, 0.10)),     # Fe XVIII; Fe X
@@ -86,8 +73,6 @@ READ_NOISE_FRACTION = 0.05
 #: Native SUVI L2 geometry: 1280 pixels of 2.5 arcsec.
 NATIVE_PIXELS, NATIVE_CDELT = 1280, 2.5
 FIELD_OF_VIEW_ARCSEC = NATIVE_PIXELS * NATIVE_CDELT
-#: CCD saturation radiance (the real header's SAT_THR).
-SATURATION = 12000.0
 #: PSF sigma in native pixels (combined with the pixel box when binned).
 PSF_NATIVE_PIXELS = 1.2
 
@@ -131,7 +116,7 @@ def relative_brightness(centre: float, width: float) -> np.ndarray:
     """
     return _QUIET * _CORONAL_SHARE * dem_weights(centre, width) / _QUIET_WEIGHTS
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 10
+# %% ../nbs/suvi_fill/12_sun.ipynb 9
 OK, DROP_BAND, DROP_FRAME, EMPTY_FILE, ECLIPSE, SENTINEL_RUN, DUAL_FAILURE, MULTI_DAY_GAP = range(8)
 #: Outage kinds by code.  Codes with `FILE_PRESENT[code]` still write a file.
 OUTAGE_NAMES = ("ok", "band drop", "frame drop", "empty product", "eclipse", "sentinel run",
@@ -275,7 +260,7 @@ def outage_plan(first_slot: int, n_slots: int, satellites=SATELLITES, rates: Out
             mark(MULTI_DAY_GAP, a, n, s)
     return status, degraded, events
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 13
+# %% ../nbs/suvi_fill/12_sun.ipynb 12
 #: Texture grid of the heliographic maps, degrees per cell.
 TEXTURE_DEG = 0.5
 #: Correlation length of the network, degrees (supergranules are ~30 Mm ~ 2.5 deg).
@@ -373,7 +358,7 @@ class SunModel:
 
     def region_longitude(self, region, day) -> float:
         "Central-meridian longitude (deg) of an active region at `day`: differential rotation."
-        return region["lon0"] + float(howard_rate(region["lat"])) * day
+        return region["lon0"] + float(rotation_rate(region["lat"])) * day
 
     @staticmethod
     def flare_emission(flare, day) -> np.ndarray:
@@ -419,7 +404,7 @@ class SunModel:
             sinlat = np.clip(yo * math.cos(b0) + z * math.sin(b0), -1, 1)
             lat = np.degrees(np.arcsin(sinlat))
             lon = np.degrees(np.arctan2(xo, z * math.cos(b0) - yo * math.sin(b0)))
-            carrington = lon - howard_rate(lat) * day
+            carrington = lon - rotation_rate(lat) * day
             net_a, net_b, net_c, holes = self._sample(lat, carrington)
             phase = 2 * math.pi * day / (4 * NETWORK_DAYS)
             chromospheric = math.cos(phase) * net_a + math.sin(phase) * net_b
@@ -520,7 +505,7 @@ class SunModel:
             if amp:
                 image[i, r0:r1, c0:c1] += np.float32(amp) * footprint
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 18
+# %% ../nbs/suvi_fill/12_sun.ipynb 17
 #: Pointing model: bias, diurnal amplitude and jitter of the disk centre (arcsec), and of the roll (deg).
 POINTING_BIAS_ARCSEC, POINTING_DIURNAL_ARCSEC, POINTING_JITTER_ARCSEC = 8.0, 4.0, 0.5
 ROLL_BIAS_DEG, ROLL_DIURNAL_DEG = 0.15, 0.03
@@ -583,7 +568,7 @@ class Instrument:
                 "offset": dict(zip(bands, (self.offset[b] - self.gain[b] / self.gain[a] * self.offset[a]).tolist()))}
         return out
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 21
+# %% ../nbs/suvi_fill/12_sun.ipynb 20
 #: Default first day: inside the March eclipse season, so a short archive shows eclipses.
 DEFAULT_START = "2024-03-18"
 #: Default resolution: small enough that CI writes two days of both satellites in seconds.
@@ -693,7 +678,7 @@ def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, see
         raise
     return summary
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 26
+# %% ../nbs/suvi_fill/12_sun.ipynb 25
 def synth_command(parser: argparse.ArgumentParser):
     "`suvi-fill synth`: write a synthetic SUVI L2 archive (see `synthesize`)."
     parser.add_argument("--out", required=True, help="new directory for the archive")
