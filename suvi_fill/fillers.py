@@ -11,7 +11,10 @@ import cv2
 import numpy as np
 import torch
 
-from suvi_fill import align, metrics, model, paths, samples
+from suvi_fill import align, conditioning, metrics, model, paths
+from suvi_fill.conditioning import AVAILABLE, BANDS, KIND_TARGET, SAME_SATELLITE, TENSOR_KEYS
+from suvi_fill.errors import OptionError
+from suvi_fill.sample import Sample
 from suvi_fill.device import autocast_enabled
 
 # %% auto 0
@@ -21,39 +24,39 @@ __all__ = ['FLOW_PYR_SCALE', 'FLOW_WINDOW_FRACTION', 'FLOW_ITERATIONS', 'FLOW_PO
            'OpticalFlow', 'ModelFiller', 'blend_filler', 'learned_filler', 'make_filler']
 
 # %% ../nbs/suvi_fill/50_fillers.ipynb 4
-_TENSOR_KEYS = ("stack", "condition", "dts", "gains", "offsets", "present", "target", "lost", "b0", "radius")
+def _tensor_form(sample) -> tuple:
+    "`(tensors, slot gaps or None)` of a `Sample` (or its `as_dict()`), else `(sample, its slot_gaps or None)`."
+    if isinstance(sample, dict) and "kinds" in sample:
+        sample = Sample(**sample)
+    if isinstance(sample, Sample):
+        return conditioning.to_tensors(sample), sample.slot_gaps()
+    return sample, (np.asarray(sample["slot_gaps"]) if "slot_gaps" in sample else None)
 
 
 def prepare(sample, device="cpu") -> dict:
     """Unbatched tensors of `sample` on `device` plus `aligned` (T, 6, H, W) and `coverage` (T, H, W).
 
-    `sample`: the Sampler's dict, its `to_tensors` form, or an already prepared dict
-    (returned as is when it is on `device`).  Adds `slot_gaps` (T,) int, |frame slot -
-    target slot|, when the Sampler's dict (with `frames` and `when`) is given.
+    `sample`: a `Sample`, its `conditioning.to_tensors` form, or an already prepared
+    dict (returned as is when it is on `device`).  Adds `slot_gaps` (T,) int, |frame
+    slot - target slot| (from `dts` when the tensor form does not carry them).
     """
     device = torch.device(device)
-    if "aligned" in sample and sample["aligned"].device == device:
+    if isinstance(sample, dict) and "aligned" in sample and sample["aligned"].device == device:
         return sample
-    gaps = None
-    if "kinds" in sample:
-        if "frames" in sample and "when" in sample:
-            gaps = np.array([abs(int(slot) - int(sample["when"])) for _, slot in sample["frames"]])
-        sample = samples.to_tensors(sample, torch)
-    missing = [k for k in _TENSOR_KEYS if k not in sample]
+    sample, gaps = _tensor_form(sample)
+    missing = [k for k in TENSOR_KEYS if k not in sample]
     if missing:
-        raise ValueError(f"not a sample: no {', '.join(missing)} (pass Sampler.build's dict or to_tensors')")
-    out = {k: torch.as_tensor(sample[k]).to(device) for k in _TENSOR_KEYS}
+        raise OptionError(f"not a sample: no {', '.join(missing)} (pass a Sample or its to_tensors form)")
+    out = {k: torch.as_tensor(sample[k]).to(device) for k in TENSOR_KEYS}
     if out["stack"].dim() != 4:
-        raise ValueError(f"a filler takes one sample: stack must be (T, 6, H, W), not {tuple(out['stack'].shape)}")
+        raise OptionError(f"a filler takes one sample: stack must be (T, 6, H, W), not {tuple(out['stack'].shape)}")
     for k in ("stack", "dts", "gains", "offsets", "present", "target", "lost", "b0", "radius"):
         out[k] = out[k].float()
-    valid = out["condition"][:, model.AVAILABLE] > 0.5
+    valid = out["condition"][:, AVAILABLE] > 0.5
     aligned, coverage = align.align_stack(out["stack"][None], out["dts"][None], valid[None], out["gains"][None],
                                           out["offsets"][None], out["b0"].reshape(1), out["radius"].reshape(1),
                                           return_coverage=True)
     out["aligned"], out["coverage"] = aligned[0], coverage[0]
-    if gaps is None and "slot_gaps" in sample:
-        gaps = np.asarray(sample["slot_gaps"])
     if gaps is None:
         gaps = np.rint(np.abs(out["dts"].cpu().numpy()) / paths.SLOT_SECONDS).astype(int)
     out["slot_gaps"] = gaps
@@ -63,15 +66,15 @@ def prepare(sample, device="cpu") -> dict:
 def holders(prep: dict, band: int) -> np.ndarray:
     "Indices of the non-target, available frames of `prep` that hold band index `band`."
     condition = prep["condition"].cpu()
-    ok = ((prep["present"][:, band].cpu() > 0.5) & (condition[:, model.AVAILABLE] > 0.5)
-          & (condition[:, model.KIND_TARGET] < 0.5))
+    ok = ((prep["present"][:, band].cpu() > 0.5) & (condition[:, AVAILABLE] > 0.5)
+          & (condition[:, KIND_TARGET] < 0.5))
     return np.flatnonzero(ok.numpy())
 
 
 def _rank(prep: dict, frames) -> list:
     "`frames` sorted nearest first: |dt|, then own satellite, then earlier (dt > 0)."
     dts = prep["dts"].cpu().numpy()
-    same = prep["condition"][:, model.SAME_SATELLITE].cpu().numpy() > 0.5
+    same = prep["condition"][:, SAME_SATELLITE].cpu().numpy() > 0.5
     return sorted((int(t) for t in frames), key=lambda t: (abs(dts[t]), not same[t], dts[t] < 0, t))
 
 
@@ -99,7 +102,7 @@ def fillable(sample) -> np.ndarray:
     "Bool (6,): the lost bands of `sample` that some frame holds (any filler can fill them)."
     prep = sample if "aligned" in sample else prepare(sample)
     lost = prep["lost"].cpu().numpy() > 0.5
-    return np.array([bool(lost[b] and len(holders(prep, b))) for b in range(model.BANDS)])
+    return np.array([bool(lost[b] and len(holders(prep, b))) for b in range(BANDS)])
 
 # %% ../nbs/suvi_fill/50_fillers.ipynb 6
 class Filler:
@@ -254,11 +257,12 @@ BLEND_DEPTH = 2
 
 class ModelFiller(Filler):
     "A `model.FillNet` as a filler."
-    def __init__(self, net, name, device="cpu"):
+    def __init__(self, net, name, device="cpu", offsets=None):
+        "`offsets`: the anchor ladder the net was trained with (its checkpoint's), None for any."
         super().__init__(device)
         self.net = net.to(self.device).eval()
         self.name = name
-        self.offsets = tuple(getattr(net, "offsets", ()) or ()) or None
+        self.offsets = tuple(int(o) for o in offsets) if offsets else None
 
     def predict(self, prep):
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=autocast_enabled(self.device)):
@@ -276,8 +280,10 @@ def blend_filler(device="cpu") -> ModelFiller:
 def learned_filler(checkpoint, device="cpu") -> ModelFiller:
     "A trained checkpoint (`model.load_learned`)."
     if checkpoint is None:
-        raise ValueError("the learned filler needs --checkpoint (a trainer's best.pt)")
-    return ModelFiller(model.load_learned(checkpoint, device=device), "learned", device)
+        raise OptionError("the learned filler needs --checkpoint (a trainer's best.pt)")
+    net = model.load_learned(checkpoint, device=device)
+    # The ladder comes from the checkpoint's recorded run arguments, not from the net.
+    return ModelFiller(net, "learned", device, offsets=net.checkpoint_args.get("offsets"))
 
 # %% ../nbs/suvi_fill/50_fillers.ipynb 14
 FILLERS = {
@@ -295,5 +301,5 @@ CLASSICAL = ("nearest", "derotated", "linear", "optical_flow", "blend")
 def make_filler(name: str, checkpoint=None, device="cpu") -> Filler:
     "The filler called `name` (one of `FILLERS`); `learned` needs `checkpoint`."
     if name not in FILLERS:
-        raise ValueError(f"unknown filler {name!r}: choose one of {', '.join(FILLERS)}")
+        raise OptionError(f"unknown filler {name!r}: choose one of {', '.join(FILLERS)}")
     return FILLERS[name](checkpoint=checkpoint, device=device)

@@ -12,18 +12,19 @@ import shutil
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from suvi_fill import dataset, paths, segments as segments_module
-from suvi_fill.errors import SuviFillError
+from suvi_fill import dataset, paths, samples, segments as segments_module
+from suvi_fill.errors import DataError, OptionError
 from suvi_fill.files import atomic_write_json, fsync_directory
 
 # %% auto 0
 __all__ = ['SLICE_PREFIX', 'SEQUENCE_DIGITS', 'READY', 'META', 'DAYS_PER_SLICE', 'CAPACITY', 'slice_sequence', 'ready_slices',
-           'open_slice', 'clip_segments', 'next_sequence', 'publish_slice', 'retire', 'split_days', 'windows',
-           'produce', 'pool_produce_command']
+           'SliceError', 'OpenSlice', 'open_slice', 'clip_segments', 'next_sequence', 'publish_slice', 'retire',
+           'split_days', 'windows', 'produce', 'pool_produce_command']
 
 # %% ../nbs/suvi_fill/40_pool.ipynb 3
 #: Prefix of a published slice directory; the suffix is its sequence number.
@@ -78,29 +79,74 @@ def ready_slices(directory) -> list:
     return [(path, meta) for _, path, meta in sorted(out, key=lambda item: item[0])]
 
 
-def open_slice(path):
-    """Open a slice: `(shards, segments)` with `shards` a dict `{(day, satellite): Shard}`.
+class SliceError(DataError, ValueError):
+    "A slice directory whose `slice.json` is unreadable or lacks a field (a `ValueError` for older callers)."
 
-    `segments` are the slice's `(satellite, start, end)` half-open slot triples, as
-    `samples.Sampler` takes them.  Raises `FileNotFoundError` when the slice was
-    retired (the caller picks another) and `ValueError` on a malformed slice.  The
-    shards are opened eagerly, so the slice may be retired while they are read.
+
+@dataclass
+class OpenSlice:
+    """An opened slice: `shards` `{(day, satellite): Shard}`, `segments` `[(satellite, start, end)]`
+    and the corpus `calibration` it was cut from (None for a slice without one).
+
+    Everything a sampler needs travels with it, so the slice may be retired (deleted)
+    while it is sampled.  `shards, segments = open_slice(path)` still unpacks.
     """
-    path = os.fspath(path)
+    path: str
+    shards: dict
+    segments: list
+    calibration: dict | None = None
+
+    def sampler(self, **kwargs):
+        "A `samples.Sampler` over this slice (its shards, segments and calibration); `kwargs` the rest."
+        return samples.Sampler(self.shards, segments=self.segments, calibration=self.calibration, **kwargs)
+
+    def close(self):
+        segments_module.close_shards(self.shards)
+
+    def __iter__(self):
+        return iter((self.shards, self.segments))
+
+
+def _slice_calibration(path, meta):
+    "The slice's calibration: from `slice.json`, else the corpus manifest published beside its shards."
+    if meta.get("calibration") is not None:
+        return meta["calibration"]
+    try:
+        with open(os.path.join(path, segments_module.MANIFEST)) as handle:
+            return json.load(handle).get("calibration")
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        raise SliceError(f"{path}/{segments_module.MANIFEST}: not JSON; rewrite the slice with suvi-fill pool-produce") from None
+
+
+def _read_meta(path) -> dict:
+    "`slice.json` of the slice at `path`; `FileNotFoundError` when retired, `SliceError` when malformed."
     with open(os.path.join(path, META)) as handle:
         try:
             meta = json.load(handle)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}/{META}: not JSON ({exc.msg})") from None
-    try:
-        days, satellites, chosen = meta["days"], meta["satellites"], meta["segments"]
-    except KeyError as exc:
-        raise ValueError(f"{path}/{META}: no field {exc.args[0]!r}; rewrite the slice "
-                         "with suvi-fill pool-produce") from None
+            raise SliceError(f"{path}/{META}: not JSON ({exc.msg})") from None
+    missing = [k for k in ("days", "satellites", "segments") if k not in meta]
+    if missing:
+        raise SliceError(f"{path}/{META}: no field {missing[0]!r}; rewrite the slice with suvi-fill pool-produce")
+    return meta
+
+
+def open_slice(path) -> OpenSlice:
+    """Open the slice at `path` (see `OpenSlice`).
+
+    Raises `FileNotFoundError` when the slice was retired (the caller picks another)
+    and `SliceError` on a malformed slice.  Shards and calibration are read eagerly,
+    so the slice may be retired while they are used.
+    """
+    path = os.fspath(path)
+    meta = _read_meta(path)
+    calibration = _slice_calibration(path, meta)
     shards = {}
     try:
-        for day in days:
-            for satellite in satellites:
+        for day in meta["days"]:
+            for satellite in meta["satellites"]:
                 name = os.path.join(path, dataset.shard_name(day, satellite))
                 if os.path.exists(name):
                     shards[(day, int(satellite))] = dataset.Shard(name)
@@ -109,7 +155,7 @@ def open_slice(path):
     except BaseException:
         segments_module.close_shards(shards)
         raise
-    return shards, [tuple(int(v) for v in segment) for segment in chosen]
+    return OpenSlice(path, shards, [tuple(int(v) for v in segment) for segment in meta["segments"]], calibration)
 
 # %% ../nbs/suvi_fill/40_pool.ipynb 7
 def _link_or_copy(source, destination):
@@ -143,11 +189,12 @@ def next_sequence(directory) -> int:
 
 
 def publish_slice(directory, shards_dir, days, satellites, chosen, split="train",
-                  digest=None, sequence=None) -> str:
+                  digest=None, sequence=None, calibration=None) -> str:
     """Write one slice of `days` into the pool `directory`, atomically; returns its path.
 
     Links (or copies) each existing shard of `days` x `satellites` from `shards_dir`,
-    writes `slice.json` with the `chosen` segments clipped to those days, then
+    writes `slice.json` with the `chosen` segments clipped to those days and the corpus
+    `calibration` (the manifest's), then
     `READY`, then renames the temporary directory into place.
     """
     directory = Path(directory)
@@ -155,7 +202,7 @@ def publish_slice(directory, shards_dir, days, satellites, chosen, split="train"
     sequence = next_sequence(directory) if sequence is None else int(sequence)
     final = directory / f"{SLICE_PREFIX}{sequence:0{SEQUENCE_DIGITS}d}"
     if final.exists():
-        raise SuviFillError(f"{final}: a slice with this sequence number already exists")
+        raise DataError(f"{final}: a slice with this sequence number already exists")
     temporary = directory / f".building-{uuid.uuid4().hex}"
     temporary.mkdir()
     try:
@@ -168,15 +215,15 @@ def publish_slice(directory, shards_dir, days, satellites, chosen, split="train"
                     _link_or_copy(source, temporary / name)
                     linked += 1
         if not linked:
-            raise SuviFillError(f"{shards_dir}: no shards for days {days[0]}..{days[-1]}")
-        # The corpus manifest rides along: the sampler reads its cross-calibration
-        # from the manifest beside the shards.
+            raise DataError(f"{shards_dir}: no shards for days {days[0]}..{days[-1]}")
+        # The cross-calibration travels in slice.json (`OpenSlice.calibration`); the corpus
+        # manifest rides along too, for readers of slices written before it did.
         manifest = Path(shards_dir) / segments_module.MANIFEST
         if manifest.exists():
             _link_or_copy(manifest, temporary / segments_module.MANIFEST)
         meta = {"sequence": sequence, "days": list(days), "satellites": [int(s) for s in satellites],
                 "split": split, "segments": [list(s) for s in clip_segments(chosen, days)],
-                "manifest": digest, "created": time.time()}
+                "manifest": digest, "created": time.time(), "calibration": calibration}
         atomic_write_json(temporary / META, meta)
         (temporary / READY).write_text("ready\n")
         fsync_directory(temporary)
@@ -208,7 +255,7 @@ def split_days(manifest, split) -> list:
     try:
         chosen = manifest["segments"][split]
     except KeyError:
-        raise SuviFillError(f"manifest has no segments for split {split!r}; rebuild it with suvi-fill build") from None
+        raise DataError(f"manifest has no segments for split {split!r}; rebuild it with suvi-fill build") from None
     return segments_module.days_touched(chosen)
 
 
@@ -234,32 +281,32 @@ def produce(shards_dir, out, manifest_path=None, split=None, days=DAYS_PER_SLICE
         with open(manifest_path) as handle:
             manifest = json.load(handle)
     except FileNotFoundError:
-        raise SuviFillError(f"{manifest_path} not found: build the corpus with suvi-fill build") from None
+        raise DataError(f"{manifest_path} not found: build the corpus with suvi-fill build") from None
     except json.JSONDecodeError as exc:
-        raise SuviFillError(f"{manifest_path}: not JSON ({exc.msg})") from None
+        raise DataError(f"{manifest_path}: not JSON ({exc.msg})") from None
     if "segments" not in manifest:
-        raise SuviFillError(f"{manifest_path} has no 'segments': rebuild it with suvi-fill build")
+        raise DataError(f"{manifest_path} has no 'segments': rebuild it with suvi-fill build")
     split = split or ("val" if fixed else "train")
     satellites = tuple(int(s) for s in manifest.get("satellites", paths.SATELLITES))
     chosen = manifest["segments"].get(split)
     if not chosen:
-        raise SuviFillError(f"{manifest_path}: split {split!r} has no segments")
+        raise DataError(f"{manifest_path}: split {split!r} has no segments")
     runs = windows(split_days(manifest, split), max(int(days), 1))
-    digest = manifest.get("digest")
+    digest, calibration = manifest.get("digest"), manifest.get("calibration")
     published = []
     if fixed:
         if ready_slices(out):
             say(f"{out}: fixed slices already written ({len(ready_slices(out))}); nothing to do")
             return published
         for run in runs:
-            path = publish_slice(out, shards_dir, run, satellites, chosen, split, digest)
+            path = publish_slice(out, shards_dir, run, satellites, chosen, split, digest, calibration=calibration)
             published.append(path)
             say(f"published {path}: {run[0]}..{run[-1]} ({split}, fixed)", flush=True)
         return published
     rng = np.random.default_rng(seed)
     while not slices or len(published) < slices:
         run = runs[int(rng.integers(len(runs)))]
-        path = publish_slice(out, shards_dir, run, satellites, chosen, split, digest)
+        path = publish_slice(out, shards_dir, run, satellites, chosen, split, digest, calibration=calibration)
         published.append(path)
         gone = retire(out, capacity)
         say(f"published {path}: {run[0]}..{run[-1]} ({split})"
@@ -286,7 +333,7 @@ def pool_produce_command(parser):
 
     def run(args) -> int:
         if args.capacity < 1:
-            raise SuviFillError("--capacity must be at least 1")
+            raise OptionError("--capacity must be at least 1")
         produce(args.shards, args.out, args.manifest, args.split, args.days, args.capacity,
                 args.slices, args.interval, args.seed, args.fixed)
         return 0

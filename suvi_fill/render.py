@@ -13,7 +13,8 @@ import cv2
 import numpy as np
 
 from suvi_fill import dataset, metrics, paths, samples, segments
-from suvi_fill.errors import SuviFillError
+from suvi_fill.sample import Sample, Target, assemble
+from suvi_fill.errors import DataError, OptionError
 from suvi_fill.files import atomic_write, atomic_write_json, temporary_sibling
 
 # %% auto 0
@@ -61,37 +62,21 @@ class FrameSource:
         return (np.zeros((6, self.resolution, self.resolution), np.float32), np.zeros(6, bool), when,
                 paths.solar_b0(when), dataset.solar_radius_pixels(when, self.resolution))
 
-    def sample(self, satellite: int, slot: int, lost) -> dict:
+    def read(self, satellite: int, slot: int, bands, out: np.ndarray) -> float:
+        "Write the planes `bands` (6,) bool of the stored frame into `out` (6, H, W); returns its time."
+        frame, _, when, _, _ = self.stored(satellite, slot)
+        out[bands] = frame[bands]
+        return when
+
+    def sample(self, satellite: int, slot: int, lost) -> Sample:
         "The fill sample of `(satellite, slot)` with `lost` (6,) bool the bands to fill (see above)."
         sampler, satellite, slot = self.sampler, int(satellite), int(slot)
-        truth, own, target_time, b0, radius = self.stored(satellite, slot)
-        lost = np.asarray(lost, bool)
         column = self.satellites.index(satellite)
         usable = np.stack([sampler.window(s, slot) for s in self.satellites])
         usable[column, sampler.span] = False
         anchors = samples.choose_anchors(usable, sampler.offsets, column)
-        order = sorted(anchors, key=lambda key: (abs(key[1]), key[1], key[0] != column, key[0]))
-        depth = 1 + len(order)
-        stack = np.zeros((depth, *truth.shape), np.float32)
-        present = np.zeros((depth, 6), bool)
-        gains, offsets = np.ones((depth, 6), np.float32), np.zeros((depth, 6), np.float32)
-        dts = np.zeros(depth, np.float64)
-        frames, kinds, same = [(satellite, slot)], ["target"], [True]
-        present[0] = own & ~lost
-        stack[0][present[0]] = truth[present[0]]
-        for k, (col, delta) in enumerate(order, start=1):
-            sat = self.satellites[col]
-            frame, _, when, _, _ = self.stored(sat, slot + delta)
-            stack[k][anchors[(col, delta)]] = frame[anchors[(col, delta)]]
-            present[k] = anchors[(col, delta)]
-            gains[k], offsets[k] = sampler.transfer(sat, satellite)
-            dts[k] = target_time - when
-            frames.append((sat, slot + delta))
-            kinds.append("anchor")
-            same.append(sat == satellite)
-        return {"satellite": satellite, "when": slot, "frames": frames, "kinds": kinds, "same_satellite": same,
-                "dts": dts, "stack": stack, "present": present, "gains": gains, "offsets": offsets,
-                "target": truth, "lost": lost.copy(), "b0": b0, "radius": radius}
+        return assemble(satellite, slot, Target(*self.stored(satellite, slot)), lost, anchors, self.satellites,
+                        self.read, sampler.transfer)
 
     def close(self):
         segments.close_shards(self.shards)
@@ -167,7 +152,7 @@ def render_frames(shards_dir, satellite: int, start_slot: int, end_slot: int, ba
     frames = []
     with FrameSource(shards_dir, offsets, days=days) as source:
         if satellite not in source.satellites:
-            raise SuviFillError(f"--satellite {satellite}: the corpus holds {', '.join(f'g{s}' for s in source.satellites)}")
+            raise OptionError(f"--satellite {satellite}: the corpus holds {', '.join(f'g{s}' for s in source.satellites)}")
         size = int(size or max(MIN_SIZE, source.resolution))
         size += -size % 16                                   # the movie encoder's macro blocks
         for slot in tqdm(range(start_slot, end_slot), desc="render", unit="frame",
@@ -190,8 +175,8 @@ def render_frames(shards_dir, satellite: int, start_slot: int, end_slot: int, ba
                 entry["missing"] = [w for w in bands if lost[paths.BAND_INDEX[w]] and w not in filled]
                 entry["filled"] = {str(w): filler.name for w in filled}
                 entry["anchors"] = {str(w): [[int(s), int(t), round(float(d), 1)] for (s, t), d, p in
-                                             zip(sample["frames"][1:], sample["dts"][1:],
-                                                 sample["present"][1:, paths.BAND_INDEX[w]]) if p]
+                                             zip(sample.frames[1:], sample.dts[1:],
+                                                 sample.present[1:, paths.BAND_INDEX[w]]) if p]
                                     for w in filled}
                 if entry["missing"]:
                     entry["status"] = "missing"
@@ -204,7 +189,7 @@ def render_frames(shards_dir, satellite: int, start_slot: int, end_slot: int, ba
                                         f"FILLED {', '.join(str(w) for w in filled)} A by {filler.name}")
             ok, png = cv2.imencode(".png", cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
             if not ok:
-                raise RuntimeError(f"could not encode {entry['file']} as PNG")
+                raise DataError(f"{entry['file']}: OpenCV could not encode the frame as PNG")
             atomic_write(out / entry["file"], png.tobytes())
             atomic_write_json((out / entry["file"]).with_suffix(".json"), entry | {"filler": filler.name})
             frames.append(entry)
@@ -237,16 +222,16 @@ def write_movie(out, index: dict, movie, fps: int = FPS) -> Path:
 def parse_bands(band, rgb) -> tuple:
     "The wavelengths to render from `--band` or `--rgb` (exactly one)."
     if (band is None) == (rgb is None):
-        raise SuviFillError("give exactly one of --band B or --rgb R,G,B")
+        raise OptionError("give exactly one of --band B or --rgb R,G,B")
     try:
         bands = (int(band),) if band is not None else tuple(int(v) for v in str(rgb).split(","))
     except ValueError:
-        raise SuviFillError(f"--band/--rgb {band or rgb!r}: expected wavelengths in A, e.g. 171 or 304,171,195") from None
+        raise OptionError(f"--band/--rgb {band or rgb!r}: expected wavelengths in A, e.g. 171 or 304,171,195") from None
     if rgb is not None and len(bands) != 3:
-        raise SuviFillError(f"--rgb {rgb!r}: needs three wavelengths (red, green, blue)")
+        raise OptionError(f"--rgb {rgb!r}: needs three wavelengths (red, green, blue)")
     unknown = [w for w in bands if w not in paths.WAVELENGTHS]
     if unknown:
-        raise SuviFillError(f"band {unknown[0]} A: SUVI bands are {', '.join(str(w) for w in paths.WAVELENGTHS)}")
+        raise OptionError(f"band {unknown[0]} A: SUVI bands are {', '.join(str(w) for w in paths.WAVELENGTHS)}")
     return bands
 
 
@@ -276,11 +261,11 @@ def render_command(parser):
         bands = parse_bands(args.band, args.rgb)
         start, end = paths.slot_of(args.start), paths.slot_of(args.end)
         if end <= start:
-            raise SuviFillError(f"--end {args.end} is not after --start {args.start}")
+            raise OptionError(f"--end {args.end} is not after --start {args.start}")
         if args.span < 1:
-            raise SuviFillError(f"--span {args.span}: must be at least 1 slot")
+            raise OptionError(f"--span {args.span}: must be at least 1 slot")
         if args.fill == "learned" and args.checkpoint is None:
-            raise SuviFillError("--fill learned needs --checkpoint (a trainer's best.pt)")
+            raise OptionError("--fill learned needs --checkpoint (a trainer's best.pt)")
         filler = make_filler(args.fill, checkpoint=args.checkpoint, device=pick_device(args.device))
         index = render_frames(args.shards, args.satellite, start, end, bands, filler, args.out,
                               size=args.size, span=args.span, progress=not args.quiet)

@@ -5,16 +5,19 @@
 # %% ../nbs/suvi_fill/33_samples.ipynb 2
 from __future__ import annotations
 
-import os
+import inspect
 from pathlib import Path
 
 import numpy as np
 
-from suvi_fill import paths, segments as segments_module
+from suvi_fill import conditioning, paths, segments as segments_module
+from suvi_fill.errors import DataError, OptionError
+from suvi_fill.sample import Sample, Target, assemble
 
 # %% auto 0
-__all__ = ['LADDER', 'OFFSETS', 'GAP_MAX', 'NATURAL_SHARE', 'ladder_for', 'gap_offsets', 'inside_mask', 'gap_damage',
-           'measured_gaps', 'draw_gap', 'choose_anchors', 'Sampler', 'to_tensors', 'collate']
+__all__ = ['LADDER', 'OFFSETS', 'GAP_MAX', 'NATURAL_SHARE', 'collate', 'ladder_for', 'gap_offsets', 'inside_mask', 'gap_damage',
+           'measured_gaps', 'draw_gap', 'choose_anchors', 'calibration_beside', 'SlotIndex', 'segment_targets',
+           'checked_damage', 'Sampler', 'build_sample', 'build_gap_sample', 'to_tensors']
 
 # %% ../nbs/suvi_fill/33_samples.ipynb 4
 #: Spans (slots either side of the target) a model can be trained for; see above.
@@ -25,7 +28,7 @@ def ladder_for(span: int) -> tuple:
     "Anchor offsets (slots) of the rung `span`: 1, 2, 4, ... below `span`, then `span`."
     span = int(span)
     if span < 1:
-        raise ValueError(f"span must be at least 1 slot, not {span}")
+        raise OptionError(f"span must be at least 1 slot, not {span}")
     offsets, step = [], 1
     while step < span:
         offsets.append(step)
@@ -36,7 +39,7 @@ def ladder_for(span: int) -> tuple:
 #: The default ladder: the smallest rung, the corpus's minimum span.
 OFFSETS = ladder_for(LADDER[0])
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 6
+# %% ../nbs/suvi_fill/33_samples.ipynb 7
 #: The longest gap (slots, 20 h) the trainer draws and the bench measures: a 20-hour outage
 #: is about the longest a filler can still bridge with the Sun's rotation (11 deg).
 GAP_MAX = 300
@@ -59,7 +62,7 @@ def inside_mask(segs, satellites, when: int, span: int) -> np.ndarray:
             out[:, list(satellites).index(sat)] |= (d >= start) & (d < end)
     return out
 
-
+# %% ../nbs/suvi_fill/33_samples.ipynb 9
 def gap_damage(lost, window, inside, gap: int) -> np.ndarray:
     """The window (2 * span + 1, n_satellites, 6) of gap `gap`: lost bands absent at |d| < gap
     and present (inside the split) from there on; every band absent outside the split."""
@@ -74,16 +77,16 @@ def gap_damage(lost, window, inside, gap: int) -> np.ndarray:
     return window
 
 
-def measured_gaps(sample: dict) -> dict:
+def measured_gaps(sample: Sample) -> dict:
     "`{band index: slots from the target to the nearest frame holding it}` for the sample's lost bands."
-    slots = np.array([abs(int(slot) - int(sample["when"])) for _, slot in sample["frames"]])
+    slots = sample.slot_gaps()
     out = {}
-    for b in np.flatnonzero(sample["lost"]):
-        holding = np.flatnonzero(sample["present"][1:, b]) + 1
+    for b in np.flatnonzero(sample.lost):
+        holding = np.flatnonzero(sample.present[1:, b]) + 1
         out[int(b)] = int(slots[holding].min()) if len(holding) else None
     return out
 
-
+# %% ../nbs/suvi_fill/33_samples.ipynb 11
 def draw_gap(rng, gap_max: int = GAP_MAX, natural_share: float = NATURAL_SHARE):
     """A training gap: None (the availability model's damage alone) with probability
     `natural_share`, else log-uniform in [1, `gap_max`] slots -- as many samples per
@@ -92,15 +95,7 @@ def draw_gap(rng, gap_max: int = GAP_MAX, natural_share: float = NATURAL_SHARE):
         return None
     return int(np.clip(np.rint(np.exp(rng.uniform(0.0, np.log(gap_max + 0.5)))), 1, gap_max))
 
-
-assert gap_offsets(4, (1, 2, 4, 8)) == (1, 2, 4, 8) and gap_offsets(20, (1, 2)) == (1, 2, 4, 8, 16, 20)
-_w = gap_damage(np.eye(6, dtype=bool)[0], np.ones((9, 2, 6), bool), np.ones((9, 2), bool), 3)
-assert not _w[2:7, :, 0].any() and _w[[0, 1, 7, 8], :, 0].all() and _w[:, :, 1:].all()
-_g = [draw_gap(np.random.default_rng(k)) for k in range(400)]
-assert any(g is None for g in _g) and min(g for g in _g if g) == 1 and max(g for g in _g if g) > 150
-assert draw_gap(np.random.default_rng(0), gap_max=0) is None
-
-# %% ../nbs/suvi_fill/33_samples.ipynb 9
+# %% ../nbs/suvi_fill/33_samples.ipynb 14
 def choose_anchors(usable: np.ndarray, offsets, target_column: int) -> dict:
     """The anchors of one sample from a usability cube.
 
@@ -133,10 +128,34 @@ def choose_anchors(usable: np.ndarray, offsets, target_column: int) -> dict:
     pick(0, simultaneous)
     return chosen
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 12
+# %% ../nbs/suvi_fill/33_samples.ipynb 17
+def calibration_beside(shards):
+    """The `calibration` of a manifest.json beside `shards`, read now, or None.
+
+    Transition only: the sampler takes its calibration as an argument, and this
+    fallback serves callers that do not pass it yet (`suvi_fill.train`'s datasets);
+    it goes when they do.  Read at construction, while a pool slice surely exists.
+    """
+    for directory in dict.fromkeys(Path(getattr(shard, "path", "")).parent for shard in shards.values()):
+        manifest = directory / segments_module.MANIFEST
+        try:
+            found = segments_module.load_manifest(manifest).get("calibration") if manifest.exists() else None
+        except (OSError, ValueError, DataError):
+            found = None
+        if found is not None:
+            return found
+    return None
+
+# %% ../nbs/suvi_fill/33_samples.ipynb 21
 def _read_band(shard, i: int, b: int, out: np.ndarray) -> None:
     "`out[...] = shard.band(i, b)`, without the intermediate plane when `Shard.band` takes `out=`."
-    if _takes_out(type(shard)):
+    kind = type(shard)
+    if kind not in _TAKES_OUT:
+        try:
+            _TAKES_OUT[kind] = "out" in inspect.signature(kind.band).parameters
+        except (TypeError, ValueError, AttributeError):
+            _TAKES_OUT[kind] = False
+    if _TAKES_OUT[kind]:
         shard.band(i, b, out=out)
     else:
         out[...] = shard.band(i, b)
@@ -145,34 +164,70 @@ def _read_band(shard, i: int, b: int, out: np.ndarray) -> None:
 _TAKES_OUT: dict = {}
 
 
-def _takes_out(kind) -> bool:
-    if kind not in _TAKES_OUT:
-        import inspect
-        try:
-            _TAKES_OUT[kind] = "out" in inspect.signature(kind.band).parameters
-        except (TypeError, ValueError, AttributeError):
-            _TAKES_OUT[kind] = False
-    return _TAKES_OUT[kind]
+class SlotIndex:
+    "The resident slots of one satellite over its shards (any days) as one sorted axis."
+
+    def __init__(self, owned):
+        owned = sorted(owned, key=lambda s: int(s.slots[0]) if len(s.slots) else 0)
+        slots = np.concatenate([s.slots for s in owned]).astype(np.int64)
+        order = np.argsort(slots, kind="stable")
+        self.shards, self.slots = owned, slots[order]
+        self.owner = np.concatenate([np.full(len(s.slots), k) for k, s in enumerate(owned)])[order]
+        self.local = np.concatenate([np.arange(len(s.slots)) for s in owned])[order]
+        self.present = np.concatenate([s.present for s in owned])[order].astype(bool)
+        self.time = np.concatenate([s.time for s in owned])[order].astype(np.float64)
+
+    def row(self, slot: int) -> int:
+        "Row of `slot`, or -1 when it is not resident."
+        row = int(np.searchsorted(self.slots, int(slot)))
+        return row if row < len(self.slots) and int(self.slots[row]) == int(slot) else -1
+
+    def window(self, when: int, span: int) -> np.ndarray:
+        "Stored presence bool (2 * span + 1, 6) around slot `when`; row `d + span` is slot `when + d`."
+        out = np.zeros((2 * span + 1, 6), bool)
+        lo = np.searchsorted(self.slots, when - span)
+        hi = np.searchsorted(self.slots, when + span, side="right")
+        out[self.slots[lo:hi] - (when - span)] = self.present[lo:hi]
+        return out
+
+    def read(self, slot: int, bands, out: np.ndarray) -> float:
+        "Write the planes `bands` (6,) bool of resident `slot` into `out` (6, H, W); returns its time."
+        row = self.row(slot)
+        shard, local = self.shards[self.owner[row]], int(self.local[row])
+        for b in np.flatnonzero(bands):
+            _read_band(shard, local, int(b), out[b])
+        return float(self.time[row])
+
+    def target(self, slot: int) -> Target:
+        "The stored frame of resident `slot` as a `Target`."
+        row = self.row(slot)
+        shard, i = self.shards[self.owner[row]], int(self.local[row])
+        return Target(shard.frame(i), self.present[row].copy(), float(self.time[row]),
+                      float(shard.b0[i]), float(shard.radius[i]))
+
+# %% ../nbs/suvi_fill/33_samples.ipynb 23
+def segment_targets(index: SlotIndex, satellite: int, segments, span: int) -> list:
+    "The clean slots of `index` inside a `segments` entry of `satellite` with `span` slots of margin (all: None)."
+    clean = index.slots[index.present.all(axis=1)]
+    if segments is not None:
+        keep = np.zeros(len(clean), bool)
+        for sat, start, end in segments:
+            if sat == satellite:
+                keep |= (clean >= start + span) & (clean <= end - 1 - span)
+        clean = clean[keep]
+    return [int(slot) for slot in clean]
 
 
-def _find_calibration(shards) -> dict:
-    "The `calibration` of the manifest.json beside the shards (the first one found)."
-    tried = []
-    for shard in shards.values():
-        directory = Path(getattr(shard, "path", "")).parent
-        if directory in tried:
-            continue
-        tried.append(directory)
-        manifest = directory / segments_module.MANIFEST
-        if manifest.exists():
-            found = segments_module.load_manifest(manifest).get("calibration")
-            if found is not None:
-                return found
-    where = ", ".join(str(d) for d in tried) or "nowhere"
-    raise ValueError(f"no calibration: no manifest.json with a 'calibration' beside the shards ({where}); "
-                     "build the corpus with suvi-fill build, or pass calibration=manifest['calibration']")
+def checked_damage(lost, window, span: int, satellites: int) -> tuple:
+    "`(lost (6,), window)` as bool arrays, refused unless some band is lost and `window` is (2 * span + 1, satellites, 6)."
+    lost, window = np.asarray(lost, bool).reshape(6), np.asarray(window, bool)
+    if not lost.any():
+        raise OptionError("damage must lose at least one target band (draw_lost returned none)")
+    if window.shape != (2 * span + 1, satellites, 6):
+        raise OptionError(f"damage window {window.shape} is not {(2 * span + 1, satellites, 6)}")
+    return lost, window
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 14
+# %% ../nbs/suvi_fill/33_samples.ipynb 24
 class Sampler:
     """Targets and freshly damaged samples from resident shards.
 
@@ -181,7 +236,7 @@ class Sampler:
     `build` unless the damage is passed explicitly); `seed` seeds `self.rng` (the
     generator the training set draws from); `offsets` the anchor ladder; `segments`
     `[(satellite, start, end), ...]` or None (every clean slot is a target);
-    `calibration` a manifest's `calibration` (default: the manifest beside the shards).
+    `calibration` the corpus manifest's `calibration` (needed for cross-satellite anchors).
     """
 
     def __init__(self, shards, satellites=paths.SATELLITES, availability=None, seed=0,
@@ -189,92 +244,45 @@ class Sampler:
         self.shards = dict(shards)
         self.satellites = tuple(int(s) for s in satellites)
         if not self.satellites:
-            raise ValueError("Sampler needs at least one satellite")
-        self.availability = availability
-        self.rng = np.random.default_rng(seed)
+            raise OptionError("Sampler needs at least one satellite")
+        self.availability, self.rng, self.calibration = availability, np.random.default_rng(seed), calibration
         self.offsets = tuple(sorted({int(o) for o in offsets}))
         if not self.offsets or self.offsets[0] < 1:
-            raise ValueError(f"offsets must be positive slot counts, not {tuple(offsets)}")
+            raise OptionError(f"offsets must be positive slot counts, not {tuple(offsets)}")
         self.span = self.offsets[-1]
         self.segments = None if segments is None else [tuple(int(v) for v in s)[-3:] for s in segments]
-        self._calibration = calibration
-        self._calibration_error = None
         if calibration is None and len(self.satellites) > 1:
-            # Read now, while the shards' directory surely exists: a pool slice may be
-            # retired (deleted) while its open shards are still being sampled.
-            try:
-                self._calibration = _find_calibration(self.shards)
-            except (OSError, ValueError) as exc:
-                self._calibration_error = exc
+            self.calibration = calibration_beside(self.shards)      # transition: see calibration_beside
         self._transfers = {}
-        self._index = {}
+        self.indexes = {}
         for satellite in self.satellites:
-            owned = sorted((shard for (_, sat), shard in self.shards.items() if int(sat) == satellite),
-                           key=lambda s: int(s.slots[0]) if len(s.slots) else 0)
-            if not owned:
-                self._index[satellite] = None
-                continue
-            slots = np.concatenate([s.slots for s in owned]).astype(np.int64)
-            order = np.argsort(slots, kind="stable")
-            owner = np.concatenate([np.full(len(s.slots), k) for k, s in enumerate(owned)])[order]
-            local = np.concatenate([np.arange(len(s.slots)) for s in owned])[order]
-            self._index[satellite] = dict(
-                shards=owned, slots=slots[order], owner=owner, local=local,
-                present=np.concatenate([s.present for s in owned])[order].astype(bool),
-                time=np.concatenate([s.time for s in owned])[order].astype(np.float64))
-
-    # -------------------------------------------------------------- lookup
-    def _position(self, satellite: int, slot: int) -> int:
-        "Row of `slot` in the satellite's index, or -1."
-        index = self._index.get(int(satellite))
-        if index is None:
-            return -1
-        row = int(np.searchsorted(index["slots"], int(slot)))
-        return row if row < len(index["slots"]) and int(index["slots"][row]) == int(slot) else -1
+            owned = [shard for (_, sat), shard in self.shards.items() if int(sat) == satellite]
+            self.indexes[satellite] = SlotIndex(owned) if owned else None
 
     def window(self, satellite: int, when: int, span: int | None = None) -> np.ndarray:
         """Stored presence bool (2 * span + 1, 6) of `satellite` around slot `when` (row
         `d + span` = slot `when + d`; False where nothing is stored); `span` default `self.span`."""
         span = self.span if span is None else int(span)
-        when = int(when)
-        out = np.zeros((2 * span + 1, 6), bool)
-        index = self._index.get(int(satellite))
-        if index is None:
-            return out
-        lo = np.searchsorted(index["slots"], when - span)
-        hi = np.searchsorted(index["slots"], when + span, side="right")
-        out[index["slots"][lo:hi] - (when - span)] = index["present"][lo:hi]
-        return out
+        index = self.indexes.get(int(satellite))
+        return np.zeros((2 * span + 1, 6), bool) if index is None else index.window(int(when), span)
 
     def transfer(self, source: int, target: int) -> tuple:
         "(gains, offsets) float32 (6,) putting `source` radiance on `target`'s scale."
         if source == target:
             return np.ones(6, np.float32), np.zeros(6, np.float32)
         if (source, target) not in self._transfers:
-            if self._calibration is None:
-                raise self._calibration_error or ValueError("no calibration for a cross-satellite anchor")
-            self._transfers[(source, target)] = segments_module.transfer(self._calibration, source, target)
+            if self.calibration is None:
+                raise DataError(f"no calibration for a g{source} anchor of a g{target} target: pass the corpus "
+                                "manifest's calibration (Sampler(..., calibration=manifest['calibration']))")
+            self._transfers[(source, target)] = segments_module.transfer(self.calibration, source, target)
         return self._transfers[(source, target)]
 
-    # -------------------------------------------------------------- targets
     def targets(self) -> list:
         "`(satellite, when)` of every clean target (inside a segment, with the span margin)."
-        out = []
-        for satellite in self.satellites:
-            index = self._index.get(satellite)
-            if index is None:
-                continue
-            clean = index["slots"][index["present"].all(axis=1)]
-            if self.segments is not None:
-                keep = np.zeros(len(clean), bool)
-                for sat, start, end in self.segments:
-                    if sat == satellite:
-                        keep |= (clean >= start + self.span) & (clean <= end - 1 - self.span)
-                clean = clean[keep]
-            out.extend((satellite, int(slot)) for slot in clean)
+        out = [(satellite, slot) for satellite in self.satellites if self.indexes.get(satellite) is not None
+               for slot in segment_targets(self.indexes[satellite], satellite, self.segments, self.span)]
         return sorted(out, key=lambda item: (item[1], item[0]))
 
-    # -------------------------------------------------------------- damage
     def _columns(self) -> list:
         "The availability model's satellite column for each of `self.satellites`."
         known = [int(s) for s in getattr(self.availability, "satellites", self.satellites)]
@@ -283,148 +291,81 @@ class Sampler:
     def draw_damage(self, rng, span: int | None = None) -> tuple:
         "Fresh `(lost (6,), window (2 * span + 1, n_satellites, 6))` from the availability model."
         if self.availability is None:
-            raise ValueError("Sampler.build needs the profiled availability model (suvi-fill profile "
-                             "writes availability.npz); refusing to invent outages")
+            raise DataError("Sampler.build needs the profiled availability model (suvi-fill profile "
+                            "writes availability.npz); refusing to invent outages")
         lost = np.asarray(self.availability.draw_lost(rng), bool).reshape(6)
         window = np.asarray(self.availability.draw_window(rng, self.span if span is None else int(span)), bool)
         return lost, window[:, self._columns()]
 
-    def build_gap(self, satellite, when, rng, gap: int, exact: bool = False, inside=None):
-        """A sample of target `(satellite, when)` whose lost bands are `gap` slots away, or None.
-
-        Damage is drawn from the availability model over the ladder `gap_offsets(gap,
-        self.offsets)`, then `gap_damage` removes the lost bands from every frame nearer
-        than `gap` and keeps them, as stored, from `gap` on.  `inside` bool (2 * span + 1,
-        n_satellites) marks the frames a sample may use (default: the slots of
-        `self.segments`, or every stored slot when the sampler has none).  None when some
-        lost band is then held by no frame, or, with `exact`, is nearest at another gap.
-        """
-        offsets = gap_offsets(gap, self.offsets)
-        span = offsets[-1]
-        lost, window = self.draw_damage(rng, span)
-        if inside is None:
-            inside = (np.ones((2 * span + 1, len(self.satellites)), bool) if self.segments is None
-                      else inside_mask(self.segments, self.satellites, when, span))
-        window = gap_damage(lost, window, inside, gap)
-        sample = self.build(satellite, when, rng, lost=lost, window=window, offsets=offsets)
-        if sample is None:
-            return None
-        measured = measured_gaps(sample).values()
-        if any(g is None for g in measured) or (exact and any(g != int(gap) for g in measured)):
-            return None
-        return sample
-
-    # -------------------------------------------------------------- build
     def build(self, satellite, when, rng, lost=None, window=None, offsets=None):
-        """One freshly damaged sample of target `(satellite, when)`, or None.
+        "One freshly damaged `Sample` of target `(satellite, when)`, or None (see `build_sample`)."
+        return build_sample(self, satellite, when, rng, lost, window, offsets)
 
-        `rng` is the only randomness used.  `lost` (6,) bool and `window`
-        (2 * span + 1, len(satellites), 6) bool (True: present) override the drawn
-        damage (both or neither).  `offsets` overrides the anchor ladder (its largest
-        offset is then the span).
-        """
-        offsets = self.offsets if offsets is None else tuple(sorted({int(o) for o in offsets}))
-        span = offsets[-1]
-        satellite, when = int(satellite), int(when)
-        row = self._position(satellite, when)
-        if row < 0 or not self._index[satellite]["present"][row].all():
-            return None                                   # not a clean frame: sentinel run, gap, edge
-        if (lost is None) != (window is None):
-            raise ValueError("Sampler.build: pass both lost= and window=, or neither")
-        if lost is None:
-            lost, window = self.draw_damage(rng, span)
-        lost = np.asarray(lost, bool).reshape(6)
-        window = np.asarray(window, bool)
-        if not lost.any():
-            raise ValueError("damage must lose at least one target band (draw_lost returned none)")
-        if window.shape != (2 * span + 1, len(self.satellites), 6):
-            raise ValueError(f"damage window {window.shape} is not "
-                             f"{(2 * span + 1, len(self.satellites), 6)}")
-        column = self.satellites.index(satellite)
-        usable = np.stack([self.window(s, when, span) for s in self.satellites]) & window.transpose(1, 0, 2)
-        usable[column, span] = False                      # the target is not its own anchor
-        anchors = choose_anchors(usable, offsets, column)
-        if not anchors:
-            return None
+    def build_gap(self, satellite, when, rng, gap: int, exact: bool = False, inside=None):
+        "A `Sample` whose lost bands are `gap` slots away, or None (see `build_gap_sample`)."
+        return build_gap_sample(self, satellite, when, rng, gap, exact, inside)
 
-        order = sorted(anchors, key=lambda key: (abs(key[1]), key[1], key[0] != column, key[0]))
-        index = self._index[satellite]
-        target_shard = index["shards"][index["owner"][row]]
-        i = int(index["local"][row])
-        truth = target_shard.frame(i)
-        depth = 1 + len(order)
-        stack = np.zeros((depth, *truth.shape), np.float32)
-        present = np.zeros((depth, 6), bool)
-        gains = np.ones((depth, 6), np.float32)
-        offsets = np.zeros((depth, 6), np.float32)
-        dts = np.zeros(depth, np.float64)
-        frames, kinds, same = [(satellite, when)], ["target"], [True]
-        present[0] = ~lost
-        stack[0][present[0]] = truth[present[0]]
-        target_time = float(index["time"][row])
-        for k, (col, delta) in enumerate(order, start=1):
-            sat = self.satellites[col]
-            where = self._position(sat, when + delta)
-            own = self._index[sat]
-            shard = own["shards"][own["owner"][where]]
-            local = int(own["local"][where])
-            bands = anchors[(col, delta)]
-            for b in np.flatnonzero(bands):
-                _read_band(shard, local, int(b), stack[k, b])
-            present[k] = bands
-            gains[k], offsets[k] = self.transfer(sat, satellite)
-            dts[k] = target_time - float(own["time"][where])
-            frames.append((sat, when + delta))
-            kinds.append("anchor")
-            same.append(sat == satellite)
-        return {"satellite": satellite, "when": when, "frames": frames, "kinds": kinds,
-                "same_satellite": same, "dts": dts, "stack": stack, "present": present,
-                "gains": gains, "offsets": offsets, "target": truth, "lost": lost.copy(),
-                "b0": float(target_shard.b0[i]), "radius": float(target_shard.radius[i])}
+# %% ../nbs/suvi_fill/33_samples.ipynb 26
+def build_sample(sampler: Sampler, satellite, when, rng, lost=None, window=None, offsets=None):
+    """One freshly damaged `Sample` of target `(satellite, when)` from `sampler`, or None.
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 16
-def to_tensors(sample: dict, torch) -> dict:
-    "A sample as the float32 tensors `collate` and `aligned_batch` use (see above)."
-    from suvi_fill import model
-    condition = torch.stack([model.frame_conditioning(kind, same, dt) for kind, same, dt in
-                             zip(sample["kinds"], sample["same_satellite"], np.asarray(sample["dts"]).tolist())])
-    as_float = lambda value: torch.from_numpy(np.ascontiguousarray(value, dtype=np.float32))
-    return {"stack": as_float(sample["stack"]), "condition": condition, "dts": as_float(sample["dts"]),
-            "gains": as_float(sample["gains"]), "offsets": as_float(sample["offsets"]),
-            "present": as_float(sample["present"]), "target": as_float(sample["target"]),
-            "lost": as_float(sample["lost"]),
-            "b0": torch.tensor(float(sample["b0"]), dtype=torch.float32),
-            "radius": torch.tensor(float(sample["radius"]), dtype=torch.float32)}
-
-
-def collate(batch):
-    """Pad stacks to a common depth.
-
-    Depth varies because the anchors are the nearest usable frames, per band, and
-    near the edge of a shard there may be one or none.  Padding with `missing`
-    frames that hold no band is exactly right -- the model gives them zero weight --
-    and keeps the batch rectangular.  Padded rows carry the identity transfer so
-    alignment ignores them.
+    `rng` is the only randomness used.  `lost` (6,) bool and `window`
+    (2 * span + 1, len(satellites), 6) bool (True: present) override the drawn
+    damage (both or neither).  `offsets` overrides the anchor ladder (its largest
+    offset is then the span).  `Sampler.build` calls this.
     """
-    import torch
-    from suvi_fill import model
-    depth = max(item["stack"].shape[0] for item in batch)
-    out = {}
-    for item in batch:
-        short = depth - item["stack"].shape[0]
-        if short:
-            item = dict(item)
-            item["stack"] = torch.cat(
-                [item["stack"], torch.zeros(short, *item["stack"].shape[1:])]
-            )
-            filler = model.frame_conditioning("missing", True, 0.0)
-            item["condition"] = torch.cat([item["condition"], filler.repeat(short, 1)])
-            item["dts"] = torch.cat([item["dts"], torch.zeros(short)])
-            item["gains"] = torch.cat([item["gains"], torch.ones(short, model.BANDS)])
-            item["offsets"] = torch.cat([item["offsets"],
-                                         torch.zeros(short, model.BANDS)])
-            item["present"] = torch.cat([item["present"],
-                                         torch.zeros(short, model.BANDS)])
-        for key, value in item.items():
-            out.setdefault(key, []).append(value)
-    return {key: torch.stack(value) for key, value in out.items()}
+    offsets = sampler.offsets if offsets is None else tuple(sorted({int(o) for o in offsets}))
+    span, satellite, when = offsets[-1], int(satellite), int(when)
+    index = sampler.indexes.get(satellite)
+    row = -1 if index is None else index.row(when)
+    if row < 0 or not index.present[row].all():
+        return None                                   # not a clean frame: sentinel run, gap, edge
+    if (lost is None) != (window is None):
+        raise OptionError("Sampler.build: pass both lost= and window=, or neither")
+    if lost is None:
+        lost, window = sampler.draw_damage(rng, span)
+    lost, window = checked_damage(lost, window, span, len(sampler.satellites))
+    column = sampler.satellites.index(satellite)
+    usable = np.stack([sampler.window(s, when, span) for s in sampler.satellites]) & window.transpose(1, 0, 2)
+    usable[column, span] = False                      # the target is not its own anchor
+    anchors = choose_anchors(usable, offsets, column)
+    if not anchors:
+        return None
+    read = lambda sat, slot, bands, out: sampler.indexes[sat].read(slot, bands, out)
+    return assemble(satellite, when, index.target(when), lost, anchors, sampler.satellites, read,
+                    sampler.transfer)
+
+
+def build_gap_sample(sampler: Sampler, satellite, when, rng, gap: int, exact: bool = False, inside=None):
+    """A `Sample` of target `(satellite, when)` whose lost bands are `gap` slots away, or None.
+
+    Damage is drawn from the availability model over the ladder `gap_offsets(gap,
+    sampler.offsets)`, then `gap_damage` removes the lost bands from every frame nearer
+    than `gap` and keeps them, as stored, from `gap` on.  `inside` bool (2 * span + 1,
+    n_satellites) marks the frames a sample may use (default: the slots of the
+    sampler's segments, or every stored slot when it has none).  None when some lost
+    band is then held by no frame, or, with `exact`, is nearest at another gap.
+    `Sampler.build_gap` calls this.
+    """
+    offsets = gap_offsets(gap, sampler.offsets)
+    span = offsets[-1]
+    lost, window = sampler.draw_damage(rng, span)
+    if inside is None:
+        inside = (np.ones((2 * span + 1, len(sampler.satellites)), bool) if sampler.segments is None
+                  else inside_mask(sampler.segments, sampler.satellites, when, span))
+    window = gap_damage(lost, window, inside, gap)
+    sample = build_sample(sampler, satellite, when, rng, lost=lost, window=window, offsets=offsets)
+    if sample is None:
+        return None
+    measured = measured_gaps(sample).values()
+    if any(g is None for g in measured) or (exact and any(g != int(gap) for g in measured)):
+        return None
+    return sample
+
+# %% ../nbs/suvi_fill/33_samples.ipynb 29
+def to_tensors(sample: Sample, torch=None) -> dict:
+    "`conditioning.to_tensors(sample)`; `torch` is ignored (the old signature passed it in)."
+    return conditioning.to_tensors(sample)
+
+
+collate = conditioning.collate

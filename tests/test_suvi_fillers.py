@@ -3,6 +3,7 @@ contract (shape, own bands kept, NaN where nothing holds a lost band), both samp
 the blend filler as the prior blend, a trained checkpoint through the learned filler, and
 the registry's errors.  The corpus and checkpoint fixtures are shared with the bench and
 render tests."""
+import dataclasses
 import json
 import os
 import shutil
@@ -58,7 +59,7 @@ def tiny_checkpoint(fill_corpus, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def test_samples(fill_corpus):
-    "A few bench samples of the test split at gap 1 and 4 (numpy Sampler dicts)."
+    "A few bench samples of the test split at gap 1 and 4 (`Sample`s)."
     import torch
     torch.set_num_threads(1)
     from suvi_fill import availability, bench, segments
@@ -77,22 +78,22 @@ def test_contract_on_corpus_samples(test_samples):
     from suvi_fill import metrics
     from suvi_fill.fillers import make_filler
     for sample in test_samples:
-        own = ~sample["lost"]
+        own = ~sample.lost
         for name in CLASSICAL:
             out = make_filler(name)(sample)
-            assert out.shape == sample["target"].shape and out.dtype == np.float32
+            assert out.shape == sample.target.shape and out.dtype == np.float32
             assert np.isfinite(out).all(), name
-            assert np.array_equal(out[own], sample["target"][own]), f"{name} changed an input band"
-            psnr = metrics.display_psnr(out, sample["target"], sample["lost"])
+            assert np.array_equal(out[own], sample.target[own]), f"{name} changed an input band"
+            psnr = metrics.display_psnr(out, sample.target, sample.lost)
             assert 15.0 < psnr < 120.0, (name, psnr)
 
 
 def test_both_sample_forms_agree(test_samples):
     import torch
-    from suvi_fill import samples
+    from suvi_fill import conditioning
     from suvi_fill.fillers import make_filler, prepare
     sample = test_samples[-1]
-    tensors = samples.to_tensors(sample, torch)
+    tensors = conditioning.to_tensors(sample)
     for name in CLASSICAL:
         filler = make_filler(name)
         a, b, c = filler(sample), filler(tensors), filler(prepare(sample))
@@ -104,10 +105,10 @@ def test_nearest_is_the_stored_frame_and_derotated_its_alignment(test_samples):
     sample = test_samples[3]                                  # gap 4
     prep = prepare(sample)
     near, rot = make_filler("nearest")(sample), make_filler("derotated")(sample)
-    for b in np.flatnonzero(sample["lost"]):
+    for b in np.flatnonzero(sample.lost):
         t = nearest_frame(prep, int(b))
-        assert abs(int(sample["frames"][t][1]) - sample["when"]) == 4
-        assert np.array_equal(near[b], sample["stack"][t, b])
+        assert abs(int(sample.frames[t][1]) - sample.when) == 4
+        assert np.array_equal(near[b], sample.stack[t, b])
         assert np.array_equal(rot[b], prep["aligned"][t, b].numpy())
         assert not np.array_equal(near[b], rot[b])             # 16 minutes of rotation moved something
 
@@ -119,16 +120,16 @@ def test_blend_is_the_prior_blend(test_samples):
         prep = prepare(sample)
         expected = model.prior_blend(prep["aligned"][None], prep["condition"][None], prep["present"][None])[0]
         out = make_filler("blend")(sample)
-        lost = sample["lost"]
+        lost = sample.lost
         assert np.allclose(out[lost], expected.numpy()[lost], atol=1e-5)
 
 
 def test_unfillable_band_is_nan(test_samples):
     from suvi_fill.fillers import fillable, make_filler
-    sample = dict(test_samples[0])
-    sample["present"] = sample["present"].copy()
-    b = int(np.flatnonzero(sample["lost"])[0])
-    sample["present"][:, b] = False
+    sample = dataclasses.replace(test_samples[0])       # a shallow copy
+    sample.present = sample.present.copy()
+    b = int(np.flatnonzero(sample.lost)[0])
+    sample.present[:, b] = False
     assert not fillable(sample)[b]
     for name in CLASSICAL:
         out = make_filler(name)(sample)
@@ -150,7 +151,7 @@ def test_learned_filler_from_a_checkpoint(test_samples, tiny_checkpoint):
             expected = net(prep["aligned"][None], prep["condition"][None], prep["present"][None],
                            prep["coverage"][None])[0].numpy()
         out = filler(sample)
-        assert np.allclose(out[sample["lost"]], expected[sample["lost"]], atol=1e-6)
+        assert np.allclose(out[sample.lost], expected[sample.lost], atol=1e-6)
 
 
 def test_registry_errors(tmp_path):

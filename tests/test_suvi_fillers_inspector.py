@@ -17,12 +17,12 @@ def test_comparison_content(test_samples):
     for sample in test_samples[:3]:
         predictions = predictions_for(sample, fillers)
         rows = comparison(sample, predictions)
-        lost = [paths.WAVELENGTHS[b] for b in np.flatnonzero(sample["lost"])]
+        lost = [paths.WAVELENGTHS[b] for b in np.flatnonzero(sample.lost)]
         assert [r["band"] for r in rows] == lost
         for row in rows:
             b = paths.BAND_INDEX[row["band"]]
             for name, prediction in predictions.items():
-                assert row["psnr"][name] == band_psnr(prediction, sample["target"])[b]
+                assert row["psnr"][name] == band_psnr(prediction, sample.target)[b]
                 assert np.allclose(row["errors"][name], row["outputs"][name] - row["truth"])
                 assert np.abs(row["errors"][name]).max() <= row["limit"] + 1e-12
         figure = plot_comparison(sample, predictions, title=sample_title(sample))

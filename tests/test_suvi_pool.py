@@ -115,3 +115,26 @@ def test_producer_and_trainer_together(corpus, tmp_path):
     assert [r["step"] for r in history(run_dir)] == [0, 6, 12]
     assert stdout.count("retired ") >= 2, stdout + stderr
     assert len(pool.ready_slices(out)) == 1
+
+
+def test_a_slice_retired_between_opening_and_sampling_keeps_its_calibration(corpus, tmp_path):
+    import numpy as np
+    from suvi_fill import pool, segments
+    out = tmp_path / "pool"
+    assert produce(corpus, out, "--slices", "1", "--days", "1").returncode == 0
+    (path, meta), = pool.ready_slices(out)
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    assert meta["calibration"] == manifest["calibration"]
+    opened = pool.open_slice(path)
+    try:
+        assert pool.retire(out, 0) == [path] and not Path(path).exists()
+        sampler = opened.sampler(satellites=(16, 18))
+        assert sampler.calibration == manifest["calibration"]
+        gains, offsets = sampler.transfer(18, 16)
+        assert np.array_equal(gains, segments.transfer(manifest["calibration"], 18, 16)[0])
+        (sat, when), *_ = [t for t in sampler.targets() if t[0] == 16]
+        lost = np.eye(6, dtype=bool)[2]
+        sample = sampler.build(sat, when, None, lost=lost, window=np.ones((2 * sampler.span + 1, 2, 6), bool))
+        assert sample is not None and (18, when) in sample.frames      # a cross-satellite anchor, calibrated
+    finally:
+        opened.close()

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from suvi_fill import align, availability, dataset, model, paths, samples, segments
+from suvi_fill import align, availability, conditioning, dataset, model, paths, samples, segments
+from suvi_fill.errors import DataError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -70,6 +71,7 @@ def sampler(corpus, **kwargs):
     kwargs.setdefault("satellites", (16, 18))
     kwargs.setdefault("availability", corpus["availability"])
     kwargs.setdefault("offsets", samples.OFFSETS)
+    kwargs.setdefault("calibration", corpus["manifest"]["calibration"])
     return samples.Sampler(corpus["shards"], **kwargs)
 
 
@@ -127,14 +129,14 @@ def test_damage_is_fresh_per_call_and_pinned_per_seed(corpus):
     s = sampler(corpus, seed=3)
     when = FIRST + 300
     drawn = [s.build(16, when, s.rng) for _ in range(12)]
-    assert all(d is not None and d["lost"].any() for d in drawn)
-    signatures = {(d["lost"].tobytes(), d["present"].tobytes(), tuple(d["frames"])) for d in drawn}
+    assert all(d is not None and d.lost.any() for d in drawn)
+    signatures = {(d.lost.tobytes(), d.present.tobytes(), tuple(d.frames)) for d in drawn}
     assert len(signatures) > 1, "twelve draws of the same target saw the same damage"
     first = s.build(16, when, np.random.default_rng(42))
     again = sampler(corpus, seed=99).build(16, when, np.random.default_rng(42))
     for key in ("stack", "present", "lost", "dts", "gains", "offsets", "target"):
         assert np.array_equal(first[key], again[key]), key
-    assert first["frames"] == again["frames"]
+    assert first.frames == again.frames
 
 
 def test_lost_bands_are_answers_and_the_rest_are_inputs(corpus):
@@ -142,36 +144,36 @@ def test_lost_bands_are_answers_and_the_rest_are_inputs(corpus):
     rng = np.random.default_rng(5)
     for _ in range(20):
         sample = s.build(16, FIRST + 300, rng)
-        lost = sample["lost"]
+        lost = sample.lost
         assert 1 <= lost.sum() <= 6
-        assert sample["kinds"][0] == "target" and sample["frames"][0] == (16, FIRST + 300)
-        assert np.array_equal(sample["present"][0], ~lost)
-        assert np.all(sample["stack"][0][lost] == 0)
-        assert np.array_equal(sample["stack"][0][~lost], sample["target"][~lost])
+        assert sample.kinds[0] == "target" and sample.frames[0] == (16, FIRST + 300)
+        assert np.array_equal(sample.present[0], ~lost)
+        assert np.all(sample.stack[0][lost] == 0)
+        assert np.array_equal(sample.stack[0][~lost], sample.target[~lost])
         truth = dataset.encode(radiance(FIRST + 300, 16))
-        assert np.allclose(sample["target"], truth, atol=2e-3)        # float16 storage
+        assert np.allclose(sample.target, truth, atol=2e-3)        # float16 storage
         # Every absent band of every frame is zero in the stack: nothing leaks.
-        assert np.all(sample["stack"][~sample["present"]] == 0)
+        assert np.all(sample.stack[~sample.present] == 0)
 
 
 def test_anchors_follow_the_ladder_from_both_satellites(corpus):
     s = sampler(corpus)
     when = FIRST + 300
     sample = s.build(16, when, None, lost=lost_band(2), window=clean_window(s))
-    deltas = sorted(slot - when for sat, slot in sample["frames"][1:] if sat == 16)
+    deltas = sorted(slot - when for sat, slot in sample.frames[1:] if sat == 16)
     assert deltas == [-16, -8, -4, -2, -1, 1, 2, 4, 8, 16]
-    assert [(sat, slot) for sat, slot in sample["frames"] if sat == 18] == [(18, when)]   # simultaneous view
-    assert len(sample["frames"]) == 2 * len(samples.OFFSETS) + 2
-    assert sample["present"][1:].all()
-    for (sat, slot), dt, same in zip(sample["frames"], sample["dts"], sample["same_satellite"]):
+    assert [(sat, slot) for sat, slot in sample.frames if sat == 18] == [(18, when)]   # simultaneous view
+    assert len(sample.frames) == 2 * len(samples.OFFSETS) + 2
+    assert sample.present[1:].all()
+    for (sat, slot), dt, same in zip(sample.frames, sample.dts, sample.same_satellite):
         assert same == (sat == 16)
         assert dt == pytest.approx((when - slot) * paths.SLOT_SECONDS)  # target - frame: + before
     # The target's satellite out for the whole window: every rung from the other satellite.
     window = clean_window(s)
     window[:, 0] = False
     sample = s.build(16, when, None, lost=lost_band(0, 1), window=window)
-    assert {sat for sat, _ in sample["frames"][1:]} == {18}
-    assert sorted(slot - when for _, slot in sample["frames"][1:]) == [-16, -8, -4, -2, -1, 0, 1, 2, 4, 8, 16]
+    assert {sat for sat, _ in sample.frames[1:]} == {18}
+    assert sorted(slot - when for _, slot in sample.frames[1:]) == [-16, -8, -4, -2, -1, 0, 1, 2, 4, 8, 16]
 
 
 def test_the_nearest_usable_frame_per_band(corpus):
@@ -181,7 +183,7 @@ def test_the_nearest_usable_frame_per_band(corpus):
     window[s.span - 1, 0, 3] = False                     # g16 at -1 lost 195
     window[s.span, 1, 3] = False                         # and so did the simultaneous g18 frame
     sample = s.build(16, when, None, lost=lost_band(0), window=window)
-    by_frame = {frame: present.tolist() for frame, present in zip(sample["frames"], sample["present"])}
+    by_frame = {frame: present.tolist() for frame, present in zip(sample.frames, sample.present)}
     assert by_frame[(16, when - 1)] == [True, True, True, False, True, True]
     # 195 at rung -1 (and for the simultaneous view) comes from g18 at -1, distance 0 from the rung.
     assert by_frame[(18, when - 1)] == [False, False, False, True, False, False]
@@ -190,10 +192,10 @@ def test_the_nearest_usable_frame_per_band(corpus):
     # covers, and the rung beyond the drop is g16's own again.
     target = FIRST + BAND_DROP[-1] + 1
     sample = s.build(16, target, None, lost=lost_band(1), window=clean_window(s))
-    holders = {frame for frame, present in zip(sample["frames"], sample["present"])
+    holders = {frame for frame, present in zip(sample.frames, sample.present)
                if present[0] and frame[1] < target}
     assert holders == {(18, target - 1), (18, target - 2), (18, target - 4), (18, target - 8), (16, target - 16)}
-    before = {frame for frame in sample["frames"] if frame[0] == 16 and frame[1] < target}
+    before = {frame for frame in sample.frames if frame[0] == 16 and frame[1] < target}
     assert before == {(16, target - o) for o in samples.OFFSETS}
 
 
@@ -202,13 +204,13 @@ def test_cross_calibration_onto_the_target_satellite(corpus, tmp_path):
     when = FIRST + 300
     sample = s.build(18, when, None, lost=lost_band(4), window=clean_window(s))
     gains, offsets = segments.transfer(corpus["manifest"]["calibration"], 16, 18)
-    for (sat, _), g, o in zip(sample["frames"], sample["gains"], sample["offsets"]):
+    for (sat, _), g, o in zip(sample.frames, sample.gains, sample.offsets):
         if sat == 18:
             assert np.all(g == 1) and np.all(o == 0)
         else:
             assert np.allclose(g, gains) and np.allclose(o, offsets)
     assert np.allclose(gains, 1 / GAIN, rtol=0.01)       # the fit recovers the fixture's calibration
-    # Shards with no manifest beside them and no calibration given: the sampler refuses to guess.
+    # Shards with no calibration given: the sampler refuses to guess (and never looks for a manifest).
     elsewhere = tmp_path / "bare"
     elsewhere.mkdir()
     for satellite in (16, 18):
@@ -217,7 +219,7 @@ def test_cross_calibration_onto_the_target_satellite(corpus, tmp_path):
     bare = segments.open_shards(elsewhere)
     try:
         orphan = samples.Sampler(bare, satellites=(16, 18), availability=corpus["availability"])
-        with pytest.raises(ValueError, match="no calibration"):
+        with pytest.raises(DataError, match="no calibration"):
             orphan.build(16, FIRST + 300, None, lost=lost_band(0), window=clean_window(orphan))
         given = samples.Sampler(bare, satellites=(16, 18), availability=corpus["availability"],
                                 calibration=corpus["manifest"]["calibration"])
@@ -233,18 +235,18 @@ def test_edges_and_outages(corpus):
                         calibration=corpus["manifest"]["calibration"])
     first = FIRST + paths.SLOTS_PER_DAY                  # the first resident slot
     sample = s.build(16, first, None, lost=lost_band(0), window=np.ones((33, 1, 6), bool))
-    assert all(slot > first for _, slot in sample["frames"][1:])       # nothing before the edge
+    assert all(slot > first for _, slot in sample.frames[1:])       # nothing before the edge
     window = np.zeros((33, 1, 6), bool)
     window[s.span + 1, 0, 2] = True                      # one band of one frame survives
     sample = s.build(16, first, None, lost=lost_band(0), window=window)
-    assert sample["frames"] == [(16, first), (16, first + 1)]
-    assert sample["present"][1].tolist() == [False, False, True, False, False, False]
+    assert sample.frames == [(16, first), (16, first + 1)]
+    assert sample.present[1].tolist() == [False, False, True, False, False, False]
     assert s.build(16, first, None, lost=lost_band(0), window=np.zeros((33, 1, 6), bool)) is None
     # Inside the g18 gap's reach the depth shrinks but the g16 view fills in.
     both = sampler(corpus)
     when = FIRST + G18_GAP[0] - 3
     sample = both.build(18, when, None, lost=lost_band(5), window=clean_window(both))
-    after = [(sat, slot) for sat, slot in sample["frames"][1:] if slot > when]
+    after = [(sat, slot) for sat, slot in sample.frames[1:] if slot > when]
     assert {sat for sat, slot in after if slot > when + 2} == {16}
     with pytest.raises(ValueError, match="window"):
         both.build(16, FIRST + 300, None, lost=lost_band(0), window=np.ones((5, 2, 6), bool))
@@ -255,25 +257,25 @@ def test_edges_and_outages(corpus):
 def test_damage_needs_the_availability_model(corpus):
     s = sampler(corpus, availability=None)
     assert s.targets()
-    with pytest.raises(ValueError, match="availability model"):
+    with pytest.raises(DataError, match="availability model"):
         s.build(16, FIRST + 300, np.random.default_rng(0))
 
 
 def test_to_tensors_keys_shapes_dtypes(corpus):
     s = sampler(corpus)
     sample = s.build(16, FIRST + 300, np.random.default_rng(1))
-    tensors = samples.to_tensors(sample, torch)
-    depth = len(sample["frames"])
-    expected = {"stack": (depth, 6, RESOLUTION, RESOLUTION), "condition": (depth, len(model.COND_LAYOUT)),
+    tensors = conditioning.to_tensors(sample)
+    depth = len(sample.frames)
+    expected = {"stack": (depth, 6, RESOLUTION, RESOLUTION), "condition": (depth, len(conditioning.COND_LAYOUT)),
                 "dts": (depth,), "gains": (depth, 6), "offsets": (depth, 6), "present": (depth, 6),
                 "target": (6, RESOLUTION, RESOLUTION), "lost": (6,), "b0": (), "radius": ()}
     assert set(tensors) == set(expected)
     for key, shape in expected.items():
         assert tuple(tensors[key].shape) == shape, key
         assert tensors[key].dtype == torch.float32, key
-    assert torch.all(tensors["condition"][:, model.AVAILABLE] == 1)
-    assert tensors["condition"][0, model.COND_LAYOUT.index("kind_target")] == 1
-    assert torch.all(tensors["condition"][1:, model.COND_LAYOUT.index("kind_anchor")] == 1)
+    assert torch.all(tensors["condition"][:, conditioning.AVAILABLE] == 1)
+    assert tensors["condition"][0, conditioning.COND_LAYOUT.index("kind_target")] == 1
+    assert torch.all(tensors["condition"][1:, conditioning.COND_LAYOUT.index("kind_anchor")] == 1)
     assert float(tensors["radius"]) == pytest.approx(dataset.solar_radius_pixels(
         paths.time_of(FIRST + 300), RESOLUTION), rel=0.01)
 
@@ -284,8 +286,8 @@ def test_collate_padding_changes_no_prediction_through_alignment(corpus):
     window = clean_window(s)
     window[: s.span - 1] = False                       # a shallow sample: only near frames survive
     window[s.span + 3:] = False
-    shallow = samples.to_tensors(s.build(16, when, None, lost=lost_band(1, 3), window=window), torch)
-    deep = samples.to_tensors(s.build(18, when + 40, None, lost=lost_band(0), window=clean_window(s)), torch)
+    shallow = conditioning.to_tensors(s.build(16, when, None, lost=lost_band(1, 3), window=window))
+    deep = conditioning.to_tensors(s.build(18, when + 40, None, lost=lost_band(0), window=clean_window(s)))
     assert shallow["stack"].shape[0] < deep["stack"].shape[0]
     torch.manual_seed(0)
     net = model.build(base=8, depth=2, relative=True, corr_flow=True, attention=True)
@@ -295,14 +297,14 @@ def test_collate_padding_changes_no_prediction_through_alignment(corpus):
     net.eval()
 
     def predict(batch):
-        valid = batch["condition"][..., model.AVAILABLE]
+        valid = batch["condition"][..., conditioning.AVAILABLE]
         aligned = align.align_stack(batch["stack"], batch["dts"], valid, batch["gains"], batch["offsets"],
                                     batch["b0"], batch["radius"])
         with torch.no_grad():
             return aligned, net(aligned, batch["condition"], batch["present"])
 
-    alone_aligned, alone = predict(samples.collate([shallow]))
-    padded = samples.collate([shallow, deep])
+    alone_aligned, alone = predict(conditioning.collate([shallow]))
+    padded = conditioning.collate([shallow, deep])
     assert padded["stack"].shape[1] == deep["stack"].shape[0]
     together_aligned, together = predict(padded)
     depth = shallow["stack"].shape[0]
@@ -340,9 +342,9 @@ def test_build_gap_removes_the_lost_bands_nearer_than_the_gap(corpus, gap):
         made += 1
         measured = samples.measured_gaps(sample)
         assert measured and all(g is not None and g >= gap for g in measured.values())
-        slots = np.array([abs(slot - when) for _, slot in sample["frames"]])
-        for b in np.flatnonzero(sample["lost"]):
-            assert not sample["present"][1:, b][slots[1:] < gap].any()
+        slots = np.array([abs(slot - when) for _, slot in sample.frames])
+        for b in np.flatnonzero(sample.lost):
+            assert not sample.present[1:, b][slots[1:] < gap].any()
         # The anchors reach the gap: the ladder was extended to it.
         assert slots.max() >= gap
         exact = s.build_gap(16, when, np.random.default_rng(k), gap, exact=True)
@@ -358,7 +360,7 @@ def test_build_gap_keeps_inside_the_sampler_segments(corpus):
     for k, (satellite, when) in enumerate(targets[:: max(1, len(targets) // 8)]):
         sample = s.build_gap(satellite, when, np.random.default_rng(k), 24)
         if sample is not None:
-            assert all(inside(sat, slot) for sat, slot in sample["frames"])
+            assert all(inside(sat, slot) for sat, slot in sample.frames)
 
 
 def test_draw_gap_covers_every_factor_of_two_alike():
