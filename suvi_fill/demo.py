@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import shutil
@@ -94,24 +95,11 @@ def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESO
         print("  " + line)
     return shards
 
-# %% ../nbs/suvi_fill/90_demo.ipynb 5
-#: Training settings of the demo: a small net, a short schedule, CPU.  lr 5e-4 after a
-#: 50-step warmup: at 1e-3 this net's validation fell below the untrained blend within
-#: 40 steps and the ABORT guard fired.  Evals every 200 steps; no plateau decay in a run
-#: this short.  1200 steps, not 300: with samples at gaps up to 300 slots (the trainer's
-#: default) a 300-step net was still at the prior blend.  `--balance` (inverse-loss
-#: weights per lost band) gained about 0.1 dB at gaps 1 and 4 on the 8-day corpus
-#: (under bilinear alignment).
-#: Since alignment samples bicubic the prior blend is hard to beat: on the 8-day corpus
-#: this schedule's validation went from 51.69 dB (untrained) to 51.72 at step 1200, and a
-#: 1.4M-parameter net (base 32, depth 3, 2400 steps, about 20 minutes) moved the test
-#: bench by -0.35 to +0.28 dB against the blend, so the demo keeps the small net.  About
-#: four and a half minutes on two cores.  Two threads always (`--threads`): a CPU run
-#: repeats bit for bit at a fixed thread count, and one thread against two moved the
-#: 1-slot margin by 0.2 dB.
-DEMO_TRAIN = ("--base", "16", "--depth", "2", "--batch", "4", "--workers", "0", "--val-samples", "24",
-              "--max-steps", "1200", "--eval-every", "200", "--warmup", "50", "--lr", "5e-4",
-              "--plateau-evals", "0", "--epochs", "100", "--seed", "0", "--balance", "--threads", "2")
+# %% ../nbs/suvi_fill/90_demo.ipynb 6
+#: The demo's training run, as `TrainConfig` fields (the reasons for each value are above).
+DEMO_TRAIN = dict(base=16, depth=2, batch=4, workers=0, val_samples=24, max_steps=1200, eval_every=200,
+                  warmup=50, lr=5e-4, plateau_evals=0, epochs=100, seed=0, balance=True, threads=2,
+                  gap_max=max(DEMO_GAPS))
 #: Samples per gap of the demo bench (`DEMO_GAPS` above), the bench's default: 32 samples
 #: take about ten seconds a side.
 DEMO_SAMPLES = 32
@@ -123,7 +111,7 @@ DEMO_FRAMES = 12
 DEMO_RGB = (304, 171, 195)
 STAGES = ("corpus", "train", "bench", "render")
 
-
+# %% ../nbs/suvi_fill/90_demo.ipynb 7
 def _sha256(path) -> str:
     import hashlib
     digest = hashlib.sha256()
@@ -149,15 +137,27 @@ class _Tee(io.TextIOBase):
         return [line for line in "".join(self.kept).splitlines() if line.strip()]
 
 
+def _command_line(config) -> str:
+    "The `suvi-fill train` flags that give `config` (the fields off their defaults)."
+    words = []
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if value != field.default:
+            words += [f"--{field.name.replace('_', '-')}"] + ([] if value is True else [str(value)])
+    return " ".join(words)
+
+# %% ../nbs/suvi_fill/90_demo.ipynb 9
 def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
     "Train the demo model into `out/run` (or reuse a finished run); returns `best.pt`."
-    from suvi_fill.errors import SuviFillError
+    from suvi_fill.errors import SuviFillError, TrainingAborted
     from suvi_fill.files import atomic_write_json
-    from suvi_fill import segments, train
+    from suvi_fill import segments
+    from suvi_fill.train import train
+    from suvi_fill.train_config import TrainConfig
     run_dir = Path(out) / "run"
     record_path = run_dir / "demo_train.json"
     digest = segments.load_manifest(shards / segments.MANIFEST)["digest"]
-    settings = list(DEMO_TRAIN) + ["--device", device]
+    settings = DEMO_TRAIN | {"device": device}
     try:
         record = json.loads(record_path.read_text())
     except (OSError, ValueError):
@@ -170,15 +170,14 @@ def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
         return run_dir / "best.pt"
     if run_dir.exists():
         shutil.rmtree(run_dir)                    # unfinished, or another corpus / settings: redo cleanly
-    argv = ["--shards", str(shards), "--manifest", str(shards / segments.MANIFEST), "--out", str(run_dir),
-            *settings]
+    config = TrainConfig(shards=str(shards), manifest=str(shards / segments.MANIFEST), out=str(run_dir), **settings)
     log = _Tee(sys.stdout)
-    try:
-        with contextlib.redirect_stdout(log):
-            print(f"[train] suvi-fill train {' '.join(argv)}")
-            status = train.main(argv)
-    except SystemExit as exc:
-        raise SuviFillError(f"training refused: {exc}") from None
+    with contextlib.redirect_stdout(log):
+        print(f"[train] suvi-fill train {_command_line(config)}")
+        try:
+            status = train(config)
+        except TrainingAborted:
+            status = 1                            # the ABORT guard: best.pt holds the best eval
     if not (run_dir / "best.pt").exists():
         raise SuviFillError(f"training wrote no {run_dir / 'best.pt'} (exit {status})")
     atomic_write_json(record_path, {"manifest": digest, "settings": settings, "status": int(status),
@@ -187,7 +186,7 @@ def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
                                                                if status == 1 else ""))
     return run_dir / "best.pt"
 
-
+# %% ../nbs/suvi_fill/90_demo.ipynb 10
 def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True,
                 sides: str = "bracketed") -> dict:
     """Bench every filler at `sides` gaps into `out/bench[/DEMO_SIDES[sides]]` (or reuse a bench of
@@ -217,6 +216,7 @@ def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", 
     return result
 
 
+# %% ../nbs/suvi_fill/90_demo.ipynb 11
 def render_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True) -> dict:
     "Render `DEMO_FRAMES` RGB frames of GOES-16 around its first lost 171 Å frame, and their movie."
     from suvi_fill.files import atomic_write_json
@@ -241,7 +241,7 @@ def render_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu",
           f"{c['missing']} missing) and movie.mp4 -> {where}")
     return index
 
-# %% ../nbs/suvi_fill/90_demo.ipynb 6
+# %% ../nbs/suvi_fill/90_demo.ipynb 12
 def demo_command(parser):
     "`suvi-fill demo [--out DIR] [--until STAGE]`."
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")

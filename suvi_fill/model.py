@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from suvi_fill import checkpoint
 from suvi_fill.paths import SLOT_SECONDS, WAVELENGTHS
 
 # %% auto 0
@@ -278,6 +279,8 @@ class FillNet(nn.Module):
         self.config = dict(base=base, depth=depth, relative=relative, corr_flow=corr_flow,
                            attention=attention)
         self.relative, self.corr_flow, self.attention = relative, corr_flow, attention
+        #: The span ladder the net was trained with (set from its checkpoint by `load_learned`; () untrained).
+        self.offsets = ()
         widths = [base * 2**level for level in range(depth)]
         inputs = 2 * BANDS + len(COND_LAYOUT) + 1 + (2 * BANDS if relative else 0)
         self.stem = nn.Sequential(nn.Conv2d(inputs, widths[0], 3, stride=2, padding=1),
@@ -370,39 +373,26 @@ def build(base: int = 32, depth: int = 3, relative: bool = False, corr_flow: boo
 
 # %% ../nbs/suvi_fill/32_model.ipynb 16
 def load_learned(path, device="cpu") -> FillNet:
-    """Load a trainer checkpoint into an eval-mode `FillNet` on `device`.
+    """Load a trainer checkpoint (`suvi_fill.checkpoint`, either schema) into an eval-mode `FillNet` on `device`.
 
-    Raises `ValueError` (one line, naming the file) when the file is not a filler
-    checkpoint or was trained under another conditioning layout.  The net carries
-    `.offsets` (the ladder it was trained with) and `.checkpoint_args`.
+    Raises `checkpoint.CheckpointError` (a `ValueError`; one line, naming the file) when the file is not a
+    filler checkpoint or was trained under another conditioning layout.  The net's `offsets` is the ladder
+    it was trained with.
     """
     path = os.fspath(path)
+    saved = checkpoint.read(path, device)
+    if saved.cond_layout is None:
+        raise checkpoint.CheckpointError(f"{path}: args has no 'cond_layout'; it predates recorded conditioning "
+                                         "layouts and cannot be loaded safely: retrain it")
+    if saved.cond_layout != COND_LAYOUT:
+        raise checkpoint.CheckpointError(
+            f"{path}: trained under conditioning layout {list(saved.cond_layout)}, but this code uses "
+            f"{list(COND_LAYOUT)}; retrain, or load it with the version of suvi_fill.model it was trained with")
+    net = build(**saved.net)
     try:
-        state = torch.load(path, map_location=device, weights_only=True)
-    except FileNotFoundError:
-        raise
-    except Exception as exc:
-        raise ValueError(f"{path}: not a readable filler checkpoint ({type(exc).__name__}: "
-                         f"{' '.join(str(exc).split())[:200]})") from None
-    if not isinstance(state, dict) or "model" not in state or not isinstance(state.get("args"), dict):
-        raise ValueError(f"{path}: not a filler checkpoint (needs 'model' and 'args' as the trainer writes)")
-    args = state["args"]
-    layout = args.get("cond_layout")
-    if layout is None:
-        raise ValueError(f"{path}: args has no 'cond_layout'; it predates recorded conditioning layouts "
-                         "and cannot be loaded safely: retrain it")
-    if tuple(layout) != COND_LAYOUT:
-        raise ValueError(f"{path}: trained under conditioning layout {list(layout)}, but this code uses "
-                         f"{list(COND_LAYOUT)}; retrain, or load it with the version of suvi_fill.model "
-                         "it was trained with")
-    net = build(base=int(args.get("base", 32)), depth=int(args.get("depth", 3)),
-                relative=bool(args.get("relative", False)), corr_flow=bool(args.get("corr_flow", False)),
-                attention=bool(args.get("attention", False)))
-    try:
-        net.load_state_dict(state["model"])
+        net.load_state_dict(saved.model)
     except RuntimeError as exc:
-        raise ValueError(f"{path}: weights do not fit the recorded architecture "
-                         f"({' '.join(str(exc).split())[:200]})") from None
-    net.offsets = tuple(int(o) for o in args.get("offsets", ()))
-    net.checkpoint_args = dict(args)
+        raise checkpoint.CheckpointError(f"{path}: weights do not fit the recorded architecture "
+                                         f"({' '.join(str(exc).split())[:200]})") from None
+    net.offsets = saved.ladder
     return net.to(device).eval()

@@ -88,15 +88,16 @@ def test_refuses_a_manifest_without_segments(corpus, tmp_path):
     old.write_text(json.dumps(manifest))
     result = run([sys.executable, "-m", "suvi_fill.train", "--shards", str(corpus), "--manifest", str(old),
                   "--out", str(tmp_path / "run"), *TINY], env=ENV)
-    assert result.returncode == 1
+    assert result.returncode == 2                   # a refusal to start (DataError), not ABORT
     assert "has no 'segments': it predates the pristine-segment corpus" in result.stderr
     assert not (tmp_path / "run").exists()
 
 
 def refusal(corpus, tmp_path, *extra):
-    "The trainer's refusal (SystemExit message) for these flags, run in-process."
+    "The trainer's refusal (OptionError message) for these flags, run in-process."
     from suvi_fill import train as trainer
-    with pytest.raises(SystemExit) as refused:
+    from suvi_fill.errors import OptionError
+    with pytest.raises(OptionError) as refused:
         trainer.main(["--shards", str(corpus), "--manifest", str(corpus / "manifest.json"),
                       "--out", str(tmp_path / "run"), *TINY, *extra])
     assert not (tmp_path / "run").exists(), "a refused run wrote its output directory"
@@ -121,7 +122,7 @@ def test_cli_subcommand_refuses_cuda_without_a_device(corpus, tmp_path):
     result = run([tool("suvi-fill"), "train", "--shards", str(corpus), "--manifest",
                   str(corpus / "manifest.json"), "--out", str(tmp_path / "run"),
                   *TINY[:-2], "--device", "cuda"], env=ENV)
-    assert result.returncode == 1 and "no CUDA" in result.stderr
+    assert result.returncode == 2 and "no CUDA" in result.stderr
 
 
 # ------------------------------------------- baseline, cadence, checkpoints, resume
@@ -155,7 +156,7 @@ def test_untrained_baseline_then_evals_on_the_cadence(short_run):
 
 def test_warmup_ramps_the_lr(short_run):
     out, _ = short_run
-    from suvi_fill.train import learning_rate
+    from suvi_fill.policies import learning_rate
     rows = history(out)[1:]
     # The row's lr is the one the last optimiser step used (step - 1).
     assert rows[0]["lr"] == pytest.approx(learning_rate(2, 1e-5, warmup=4))
@@ -283,7 +284,7 @@ def test_lr_range_records_every_20_steps_without_evals(corpus, tmp_path):
     out = tmp_path / "run"
     result = train(corpus, out, "--lr-range", "1e-5,1e-1", "--max-steps", "40", "--steps-per-epoch", "100")
     assert result.returncode == 0, result.stderr
-    from suvi_fill.train import sweep_rate
+    from suvi_fill.policies import sweep_rate
     rows = history(out)
     assert [r["step"] for r in rows] == [20, 40] and all(set(r) == {"step", "lr", "train_loss"} for r in rows)
     assert rows[0]["lr"] == pytest.approx(sweep_rate(19, 1e-5, 1e-1, 40))
@@ -351,17 +352,12 @@ def test_sigkill_mid_run_resumes_losing_at_most_eval_every(corpus, tmp_path):
 # ------------------------------------------------------------ in-process behaviours
 
 def _args(corpus, **overrides):
-    import argparse
-    from suvi_fill.train import add_arguments
-    parsed = add_arguments(argparse.ArgumentParser()).parse_args(
-        ["--shards", str(corpus), "--manifest", str(corpus / "manifest.json"), "--out", "unused"])
-    for key, value in overrides.items():
-        setattr(parsed, key, value)
-    return parsed
+    from suvi_fill.train_config import TrainConfig
+    return TrainConfig(shards=str(corpus), manifest=str(corpus / "manifest.json"), out="unused", **overrides)
 
 
 def _split(corpus, name):
-    from suvi_fill import train as trainer
+    from suvi_fill import train_data as trainer
     manifest, satellites, offsets, seg_splits, splits = trainer.read_corpus(_args(corpus))
     trace = trainer.load_availability(str(corpus))
     return trainer.ShardSet(str(corpus), splits[name], satellites, availability=trace, offsets=offsets,
@@ -397,7 +393,7 @@ def test_validation_is_deterministic_per_slot(corpus):
 
 def test_loader_settings(corpus):
     import torch
-    from suvi_fill import train as trainer
+    from suvi_fill import train_data as trainer
     data, _ = _split(corpus, "val")
     args = _args(corpus, workers=8, batch=2)
     val = trainer.make_val_loader(data, args, torch.device("cpu"))
