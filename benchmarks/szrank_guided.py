@@ -74,10 +74,12 @@ def main() -> int:
     uniform_seconds = time.perf_counter() - started
     names = ("train", "validation", "test", "stress")
     (work / "splits.json").write_text(json.dumps({n: s.run_id for n, s in zip(names, uniform)}))
-    command = [szrank, "train", "--archive-root", str(work / "uniform"), "--exporter", f"{szrank} export",
+    flags = [part for name, value in SEARCH_TRAINING.items() for part in (f"--{name.replace('_', '-')}", str(value))]
+    # no --exporter: the trainer finds `szrank export` itself
+    command = [szrank, "train", "--archive-root", str(work / "uniform"),
                "--split-runs", str(work / "splits.json"), "--output-directory", str(work / "model"),
                "--snapshot-directory", str(work / "snapshot"), "--device", "cpu",
-               "--minimum-gate-records", str(min(GATE_MINIMUM_RECORDS, args.steps)), *SEARCH_TRAINING]
+               "--minimum-gate-records", str(min(GATE_MINIMUM_RECORDS, args.steps)), *flags]
     started = time.perf_counter()
     trained = subprocess.run(command, capture_output=True, text=True)
     forced = False

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import torch
 
-from szrank.demo import synthesize_corpus
+from szrank.synthetic import synthesize_corpus
 from szrank.model import initialize_member
 from szrank.snapshot import SPLIT_RUNS, inspect_snapshot
 from szrank.stream import write_stream
 from szrank.train import train_ensemble
+from szrank.train_config import TrainConfig
 
 
 def peak_rss_mib() -> float:
@@ -31,15 +32,16 @@ def peak_rss_mib() -> float:
 def measure(snapshot, device, amp: bool, batch_size: int, records: int) -> tuple[float, float]:
     "records/s of one epoch over `records` train records (after one warm-up batch), and peak device MiB."
     members = [initialize_member(index, device) for index in range(3)]
-    common = dict(snapshot=snapshot, members=members, splits={"train"}, epochs=1, batch_size=batch_size,
-                  shuffle_records=4096, seed=1, learning_rate=3e-4, weight_decay=1e-4, gain_clip=0.0,
-                  ips_clip=4.0, gradient_clip=1.0, amp_enabled=amp, device=device, progress=False)
-    train_ensemble(max_records_per_split=batch_size, **common)          # warm-up: allocator, kernels
+    settings = dict(batch_size=batch_size, shuffle_records=4096, learning_rate=3e-4, weight_decay=1e-4,
+                    gain_clip=0.0, ips_clip=4.0, gradient_clip=1.0, progress=False)
+    common = dict(snapshot=snapshot, members=members, splits={"train"}, epochs=1, seed=1, amp_enabled=amp,
+                  device=device)
+    train_ensemble(config=TrainConfig(max_records_per_split=batch_size, **settings), **common)  # warm-up
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
-    train_ensemble(max_records_per_split=records, **common)
+    train_ensemble(config=TrainConfig(max_records_per_split=records, **settings), **common)
     if device.type == "cuda":
         torch.cuda.synchronize()
     elapsed = time.perf_counter() - start

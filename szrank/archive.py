@@ -17,7 +17,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from szrank.common import CliError, atomic_write, atomic_write_json
+from szrank.common import atomic_write, atomic_write_json
+from szrank.errors import ConfigError, SzrankError
 
 # %% auto 0
 __all__ = ['SHARD_MAGIC', 'SHARD_VERSION', 'SHARD_HEADER', 'SHARD_PATTERN', 'RUN_FILE', 'RUN_FORMAT', 'METRIC_DEGENERATE',
@@ -60,7 +61,7 @@ EVENT_DTYPE = np.dtype([
 ])
 
 
-class ArchiveError(CliError):
+class ArchiveError(SzrankError, ValueError):
     "A damaged or inconsistent archive: the message names the file."
 
 # %% ../nbs/szrank/34_archive.ipynb 5
@@ -269,7 +270,7 @@ def export_command(parser: argparse.ArgumentParser):
 
     def run(args) -> int:
         if sys.stdout.isatty():
-            raise CliError("refusing to write the binary SZTXP001 stream to a terminal; redirect stdout to a file or pipe")
+            raise ConfigError("refusing to write the binary SZTXP001 stream to a terminal; redirect stdout to a file or pipe")
         count = export_stream(args.root, sys.stdout.buffer, args.include_run)
         print(f"szrank export: {count} records", file=sys.stderr, flush=True)
         return 0

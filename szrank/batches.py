@@ -16,6 +16,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import torch
 
+from szrank.errors import SzrankError
 from szrank.snapshot import DEPLOYMENT_EXTRA, SnapshotError, SnapshotInfo, _read_header, _read_into
 from szrank.stream import (EXPECTED_RECORD_SIZE, EXPORT_HEADER, FACE_COUNT, FACE_FEATURES, FEATURE_FLOATS, GAIN_OFFSET,
                            MOVE_COUNT, PROPOSAL_FEATURE_OFFSET, RECORD_DTYPE, SCALE_COUNT, TOPOLOGY_COUNT,
@@ -189,6 +190,7 @@ def _shuffled(descriptors, batch_size, capacity, io_chunk_records, record_size, 
             yield buffer.take(order[start:start + batch_size]).view(RECORD_DTYPE)
 
 
+
 # %% ../nbs/szrank/12_batches.ipynb 8
 SAMPLE_WEIGHT_MIN = 0.60            # weight floor: a short single-chain observation still counts
 SAMPLE_WEIGHT_MAX = 2.0             # weight cap: max-of-many descendants must not dominate
@@ -198,7 +200,7 @@ NO_ACTION = -1                      # the exporter's "no action was taken"
 FACE_FLOATS = FACE_COUNT * FACE_FEATURES
 
 
-class RecordError(ValueError):
+class RecordError(SzrankError, ValueError):
     "A record whose content the trainer must not train on (names the record's run and sequence)."
 
 
@@ -344,4 +346,5 @@ def decode_batch(records) -> TrainingBatch:
         scale_propensity=torch.from_numpy(propensity[2]),
         sample_weight=torch.from_numpy(sample_weight),
     )
+
 

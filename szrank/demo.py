@@ -7,115 +7,29 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
-import uuid
 from pathlib import Path
 
 import numpy as np
 
-from szrank.stream import (FACE_COUNT, FACE_FEATURES, GLOBAL_FEATURES, MOVE_COUNT, SCALE_COUNT, TOPOLOGY_COUNT,
-                           EXPORT_HEADER, RECORD_DTYPE, empty_records, run_key, run_keys, stream_header,
-                           validate_stream_header, write_stream)
+from szrank.errors import ConfigError, SzrankError
+from szrank.stream import (EXPORT_HEADER, RECORD_DTYPE, run_key, run_keys, stream_header, validate_stream_header,
+                           write_stream)
+from szrank.synthetic import DEMO_RECORDS, DEMO_SEED, synthesize_corpus
+from szrank.train_config import TrainConfig
 
 # %% auto 0
-__all__ = ['DEFAULT_OUT', 'DEMO_SEED', 'ARCHIVE_NAME', 'DEMO_RECORDS', 'STRESS_SPREAD', 'NO_ACTION_FRACTION',
-           'PLANE_POLICY_SCALE', 'MOVE_POLICY_SCALE', 'SCALE_POLICY_SCALE', 'QUALITY_WEIGHTS', 'DEMO_TRAINING',
-           'DEMO_STAGES', 'SEARCH_SEED', 'SEARCH_RUNS', 'SEARCH_STEPS', 'SEARCH_REPLICAS', 'SEARCH_ITERATIONS',
-           'SEARCH_WORKERS', 'GATE_MINIMUM_RECORDS', 'SPLIT_NAMES', 'SEARCH_TRAINING', 'synthesize_run',
-           'shuffle_labels', 'synthesize_corpus', 'write_archive', 'replay', 'exporter_command', 'replay_main',
-           'demo_train_argv', 'format_metrics', 'report_training', 'run_synthetic_stage', 'search_exporter_command',
-           'search_train_argv', 'compare_policies', 'run_search_stage', 'run_demo', 'demo_command']
+__all__ = ['DEFAULT_OUT', 'ARCHIVE_NAME', 'DEMO_TRAINING', 'DEMO_STAGES', 'SEARCH_SEED', 'SEARCH_RUNS', 'SEARCH_STEPS',
+           'SEARCH_REPLICAS', 'SEARCH_ITERATIONS', 'SEARCH_WORKERS', 'GATE_MINIMUM_RECORDS', 'SPLIT_NAMES',
+           'SEARCH_TRAINING', 'write_archive', 'replay', 'exporter_command', 'replay_main', 'demo_train_config',
+           'train_stage', 'format_metrics', 'report_training', 'run_synthetic_stage', 'search_exporter_command',
+           'search_train_config', 'compare_policies', 'run_search_stage', 'run_demo', 'demo_command']
 
 # %% ../nbs/szrank/90_demo.ipynb 4
 DEFAULT_OUT = Path("demo-out/szrank")
-DEMO_SEED = 20240611               # the corpus and the training are deterministic for this seed
 ARCHIVE_NAME = "demo_corpus.sztx"  # the file the replay exporter reads under --root
-# Records per run: small enough to train on two CPU cores in a couple of
-# minutes; every reporting split above the gate's 1000-record minimum.
-DEMO_RECORDS = {"train": 3072, "validation": 1024, "test": 1024, "stress": 1024}
-STRESS_SPREAD = 1.25               # the stress run's features: a wider, shifted distribution
-NO_ACTION_FRACTION = 0.03          # records logged without an action (-1, propensity 0)
-PLANE_POLICY_SCALE = 0.8           # logging policy: softmax(0.8 x face feature 0)
-MOVE_POLICY_SCALE = 0.5            # softmax(0.5 x global 0..4)
-SCALE_POLICY_SCALE = 0.5           # softmax(0.5 x global 5..7)
-QUALITY_WEIGHTS = {"plane": 2.5, "move": 1.5, "scale": 1.0, "global8": 0.9, "global9": -0.7,
-                   "topology": 0.5, "offset": -1.8}
 
-
-def _sample(rng: np.random.Generator, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    "One action per row from softmax(logits), and its probability (the propensity)."
-    probability = np.exp(logits - logits.max(axis=1, keepdims=True))
-    probability /= probability.sum(axis=1, keepdims=True)
-    choice = (probability.cumsum(axis=1) < rng.random((len(logits), 1))).sum(axis=1)
-    choice = np.minimum(choice, logits.shape[1] - 1)
-    return choice, probability[np.arange(len(logits)), choice]
-
-
-def synthesize_run(rng: np.random.Generator, run_id: str, count: int, spread: float = 1.0) -> np.ndarray:
-    "`count` records of one run following the hidden rule (see the notebook)."
-    rows = np.arange(count)
-    records = empty_records(count)
-    records["run_id"] = np.frombuffer(uuid.UUID(run_id).bytes, dtype=np.uint8)
-    records["sequence"] = rows
-    topology = rng.integers(0, TOPOLOGY_COUNT, count)
-    anchor_face = rng.normal(0.0, spread, (count, FACE_COUNT, FACE_FEATURES))
-    anchor_global = rng.normal(0.0, spread, (count, GLOBAL_FEATURES))
-    anchor_face[:, :, 15] = 0.0
-    anchor_global[:, 16:] = 0.0
-    plane, plane_p = _sample(rng, PLANE_POLICY_SCALE * anchor_face[:, :, 0])
-    move, move_p = _sample(rng, MOVE_POLICY_SCALE * anchor_global[:, 0:MOVE_COUNT])
-    scale, scale_p = _sample(rng, SCALE_POLICY_SCALE * anchor_global[:, 5:5 + SCALE_COUNT])
-    acted = rng.random(count) >= NO_ACTION_FRACTION
-    proposal_face = anchor_face.copy()
-    proposal_face[rows[acted], plane[acted], 1:5] += 0.5 * (scale[acted, None] + 1.0)
-    proposal_face[rows[acted], plane[acted], 15] = 1.0
-    proposal_global = anchor_global + rng.normal(0.0, 0.3, anchor_global.shape)
-    proposal_global[:, 16:] = 0.0
-    proposal_global[rows[acted], 16 + move[acted]] = 1.0
-    proposal_global[rows[acted], 21 + scale[acted]] = 1.0
-    w = QUALITY_WEIGHTS
-    quality = (acted * (w["plane"] * (plane == anchor_face[:, :, 0].argmax(axis=1))
-                        + w["move"] * (move == anchor_global[:, 0:MOVE_COUNT].argmax(axis=1))
-                        + w["scale"] * (scale == anchor_global[:, 5:5 + SCALE_COUNT].argmax(axis=1)))
-               + w["global8"] * proposal_global[:, 8] + w["global9"] * proposal_global[:, 9]
-               + w["topology"] * (topology % 3 == 0) + w["offset"])
-    improved = rng.random(count) < 1.0 / (1.0 + np.exp(-quality))
-    better = improved | (rng.random(count) < 0.10)
-    total = 0.6 * quality + 0.8 * improved + rng.normal(0.0, 0.4, count)
-    records["topology"] = topology
-    records["proposal"] = np.concatenate((proposal_face.reshape(count, -1), proposal_global), axis=1)
-    records["anchor"] = np.concatenate((anchor_face.reshape(count, -1), anchor_global), axis=1)
-    records["gains"] = np.stack((0.6 * total, 0.4 * total, total), axis=1)
-    records["outcome"][:, 0] = improved
-    records["outcome"][:, 1] = better
-    records["action"] = np.where(acted[:, None], np.stack((plane, move, scale), axis=1), -1)
-    records["propensity"] = np.where(acted[:, None], np.stack((plane_p, move_p, scale_p), axis=1), 0.0)
-    records["replica_count"] = rng.integers(1, 5, count)
-    records["rollout_iterations"] = np.round(10.0 ** rng.uniform(2.0, 6.0, count)).astype(np.uint64)
-    return records
-
-
-def shuffle_labels(rng: np.random.Generator, records: np.ndarray) -> np.ndarray:
-    "The control: outcomes and gains permuted together, so the features carry no information about them."
-    shuffled = records.copy()
-    order = rng.permutation(len(records))
-    shuffled["outcome"] = records["outcome"][order]
-    shuffled["gains"] = records["gains"][order]
-    return shuffled
-
-
-def synthesize_corpus(split_runs: dict, seed: int = DEMO_SEED, records: dict = DEMO_RECORDS,
-                      labels_shuffled: bool = False) -> np.ndarray:
-    "The demo corpus: one run per split, in split order, as a `RECORD_DTYPE` array."
-    rng = np.random.default_rng(seed)
-    runs = []
-    for split, run_id in split_runs.items():
-        run = synthesize_run(rng, run_id, records[split], STRESS_SPREAD if split == "stress" else 1.0)
-        runs.append(shuffle_labels(rng, run) if labels_shuffled else run)
-    return np.concatenate(runs)
-
-# %% ../nbs/szrank/90_demo.ipynb 7
+# %% ../nbs/szrank/90_demo.ipynb 6
 def write_archive(root: Path, labels_shuffled: bool = False, split_runs: dict | None = None) -> Path:
     "Write the demo corpus to `root/demo_corpus.sztx` (atomically; the same bytes every time)."
     from szrank.snapshot import SPLIT_RUNS
@@ -144,9 +58,9 @@ def replay(root: Path, include_runs: list[str], output=None) -> int:
     return len(records)
 
 
-def exporter_command() -> str:
-    "The exporter command line `szrank train --exporter` gets for the demo."
-    return shlex.join([sys.executable, "-m", "szrank.demo", "replay"])
+def exporter_command() -> list[str]:
+    "The replay exporter's argv, as the demo hands it to the trainer (a list: nothing is split)."
+    return [sys.executable, "-m", "szrank.demo", "replay"]
 
 
 def replay_main(argv=None) -> int:
@@ -162,21 +76,32 @@ def replay_main(argv=None) -> int:
         return 2
     return 0
 
-# %% ../nbs/szrank/90_demo.ipynb 10
+# %% ../nbs/szrank/90_demo.ipynb 9
 # Sized for two CPU cores: small batches for enough optimizer steps on a small
 # corpus, a higher peak rate than the seed's 3e-4 for the same reason, three
 # reporting epochs, and one torch thread (several times faster than two when the
 # cores are shared with other work).
-DEMO_TRAINING = ["--batch-size", "128", "--shuffle-records", "4096", "--learning-rate", "2e-3",
-                 "--report-epochs", "3", "--threads", "1", "--seed", str(DEMO_SEED)]
+DEMO_TRAINING = dict(batch_size=128, shuffle_records=4096, learning_rate=2e-3, report_epochs=3, threads=1,
+                     seed=DEMO_SEED)
 
 
-def demo_train_argv(out: Path, device: str = "auto") -> list[str]:
-    "The `szrank train` arguments the demo runs."
+def demo_train_config(out: Path, device: str = "auto") -> TrainConfig:
+    "The training run of the synthetic stage."
     out = Path(out).resolve()
-    return ["--repository", str(out), "--archive-root", str(out / "archive"), "--exporter", exporter_command(),
-            "--snapshot-directory", str(out / "snapshots"), "--output-directory", str(out / "model"),
-            "--device", device, *DEMO_TRAINING]
+    return TrainConfig(repository=str(out), archive_root=str(out / "archive"), exporter=exporter_command(),
+                       snapshot_directory=str(out / "snapshots"), output_directory=str(out / "model"),
+                       device=device, **DEMO_TRAINING)
+
+
+def train_stage(config: TrainConfig) -> int:
+    "Train one stage; its status: 0 published, 4 refused, or a failure's status (its one line on stderr)."
+    from szrank.train import train
+    try:
+        return train(config).status
+    except SzrankError as error:
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"Transformer training failed: {message}", file=sys.stderr, flush=True)
+        return error.status
 
 
 def format_metrics(name: str, metrics: dict) -> str:
@@ -219,17 +144,16 @@ def report_training(status: int, model_directory: Path, stage: str) -> None:
 
 def run_synthetic_stage(out: Path, labels_shuffled: bool = False, device: str = "auto") -> int:
     "The synthetic stage: corpus, replay exporter, train, gate, publish into `out/model`; train's exit code."
-    from szrank.train import main as train_main
     out = Path(out)
     archive = write_archive(out / "archive", labels_shuffled=labels_shuffled)
     counts = ", ".join(f"{split} {count:,}" for split, count in DEMO_RECORDS.items())
     print(f"szrank demo [synthetic]: corpus {archive} ({counts} records"
           f"{'; labels shuffled' if labels_shuffled else ''})", flush=True)
-    status = train_main(demo_train_argv(out, device))
+    status = train_stage(demo_train_config(out, device))
     report_training(status, out / "model", "synthetic")
     return status
 
-# %% ../nbs/szrank/90_demo.ipynb 12
+# %% ../nbs/szrank/90_demo.ipynb 11
 DEMO_STAGES = ("synthetic", "search")
 SEARCH_SEED = 7                    # the search runs (and so the corpus) are deterministic for this seed
 SEARCH_RUNS = 6                    # the four split runs plus two more, all compared uniform vs guided
@@ -243,11 +167,11 @@ SPLIT_NAMES = ("train", "validation", "test", "stress")
 # The search corpus is one 3000-record run per split, so smaller batches and four epochs (about 750
 # optimizer steps) instead of the synthetic stage's three at 128: with fewer steps the value head had
 # not yet separated the proposal's gain over its anchor from the run stage (see below).
-SEARCH_TRAINING = ["--batch-size", "64", "--shuffle-records", "4096", "--learning-rate", "2e-3",
-                   "--report-epochs", "4", "--threads", "1", "--seed", str(DEMO_SEED)]
+SEARCH_TRAINING = dict(batch_size=64, shuffle_records=4096, learning_rate=2e-3, report_epochs=4, threads=1,
+                       seed=DEMO_SEED)
 
 
-def search_exporter_command() -> str:
+def search_exporter_command() -> list[str]:
     "The real exporter, `szrank export`, as `szrank train --exporter` gets it (the console script of this Python)."
     import shutil
     script = Path(sys.executable).with_name("szrank")
@@ -255,16 +179,16 @@ def search_exporter_command() -> str:
     if not script:
         raise FileNotFoundError("the szrank console script is not installed next to this Python nor on PATH; "
                                 "install the package (pip install -e .) to run the search stage")
-    return shlex.join([script, "export"])
+    return [script, "export"]
 
 
-def search_train_argv(out: Path, steps: int = SEARCH_STEPS, device: str = "auto") -> list[str]:
-    "The `szrank train` arguments of the search stage (`out` is the demo's DIR)."
+def search_train_config(out: Path, steps: int = SEARCH_STEPS, device: str = "auto") -> TrainConfig:
+    "The training run of the search stage (`out` is the demo's DIR)."
     search = Path(out).resolve() / "search"
-    return ["--repository", str(search), "--archive-root", str(search / "archive"),
-            "--exporter", search_exporter_command(), "--split-runs", str(search / "archive" / "splits.json"),
-            "--snapshot-directory", str(search / "snapshots"), "--output-directory", str(search / "model"),
-            "--minimum-gate-records", str(min(GATE_MINIMUM_RECORDS, steps)), "--device", device, *SEARCH_TRAINING]
+    return TrainConfig(repository=str(search), archive_root=str(search / "archive"),
+                       exporter=search_exporter_command(), split_runs=str(search / "archive" / "splits.json"),
+                       snapshot_directory=str(search / "snapshots"), output_directory=str(search / "model"),
+                       minimum_gate_records=min(GATE_MINIMUM_RECORDS, steps), device=device, **SEARCH_TRAINING)
 
 
 def _fresh_search(archive: Path, runs: int, steps: int, model: Path | None = None) -> list:
@@ -296,9 +220,8 @@ def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STE
     (nothing published, guided search skipped), 2 a failure."""
     from szrank.common import atomic_write_json
     from szrank.search import format_summaries
-    from szrank.train import main as train_main
     if runs < len(SPLIT_NAMES) or steps <= 0:
-        raise ValueError(f"the search stage needs at least {len(SPLIT_NAMES)} runs (train, validation, test, "
+        raise ConfigError(f"the search stage needs at least {len(SPLIT_NAMES)} runs (train, validation, test, "
                          f"stress) and positive steps, got --search-runs {runs} --search-steps {steps}")
     search = Path(out) / "search"
     archive = search / "archive"
@@ -309,7 +232,7 @@ def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STE
     atomic_write_json(archive / "splits.json", {name: s.run_id for name, s in zip(SPLIT_NAMES, uniform)})
     print(f"szrank demo [search]: training on the first four runs ({steps:,} records per split; "
           f"gate minimum {min(GATE_MINIMUM_RECORDS, steps):,} records), exporter `szrank export`", flush=True)
-    status = train_main(search_train_argv(out, steps, device))
+    status = train_stage(search_train_config(out, steps, device))
     report_training(status, search / "model", "search")
     if status != 0:
         print(f"szrank demo [search]: guided search skipped: no model was published by this run", flush=True)
@@ -330,9 +253,9 @@ def run_demo(out: Path = DEFAULT_OUT, labels_shuffled: bool = False, device: str
     failed), else the search stage's.  A search stage failure other than the gate's verdict (2) is returned."""
     unknown = [stage for stage in stages if stage not in DEMO_STAGES]
     if unknown or not stages:
-        raise ValueError(f"--stages {','.join(stages)}: choose from {','.join(DEMO_STAGES)}")
+        raise ConfigError(f"--stages {','.join(stages)}: choose from {','.join(DEMO_STAGES)}")
     if "search" in stages and (search_runs < len(SPLIT_NAMES) or search_steps <= 0):   # refused before any work
-        raise ValueError(f"the search stage needs at least {len(SPLIT_NAMES)} runs (train, validation, test, "
+        raise ConfigError(f"the search stage needs at least {len(SPLIT_NAMES)} runs (train, validation, test, "
                          f"stress) and positive steps, got --search-runs {search_runs} --search-steps {search_steps}")
     results = {}
     if "synthetic" in stages:
@@ -372,9 +295,9 @@ def demo_command(parser):
         return run_demo(args.out, args.shuffle_labels, args.device, args.stages, args.search_runs, args.search_steps)
     return run
 
-# %% ../nbs/szrank/90_demo.ipynb 14
+# %% ../nbs/szrank/90_demo.ipynb 13
 #| eval: false
 if __name__ == "__main__":
     if sys.argv[1:2] == ["replay"]:
-        raise SystemExit(replay_main(sys.argv[2:]))
-    raise SystemExit("usage: python -m szrank.demo replay --root DIR [--include-run UUID ...]")
+        sys.exit(replay_main(sys.argv[2:]))
+    sys.exit("usage: python -m szrank.demo replay --root DIR [--include-run UUID ...]")

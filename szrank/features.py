@@ -40,27 +40,8 @@ def slog(x):
     return np.sign(x) * np.log1p(np.abs(x))
 
 # %% ../nbs/szrank/32_features.ipynb 5
-def features(normals, offsets, layout: Layout, defects: Defects | None = None, context=None,
-             reference=None) -> np.ndarray:
-    """v1 features (B, 216) float32 of one configuration (12, 3)/(12,) or a batch (B, 12, 3)/(B, 12).
-
-    `context`: (progress, best_total, temperature), one triple or one per configuration.
-    `reference`: (crossings, intersections) of the configuration this one is compared with (for a
-    proposal, its anchor), one pair or one per configuration; default: the configuration itself."""
-    n, d = _batch(normals, offsets)
-    B = n.shape[0]
-    if defects is None:
-        defects = evaluate(n, d, layout)
-    vertices, near_parallel, at_infinity = _dual(n, d, layout.triangles)
-    centre, scale = _frame(n, d)
-    s = scale[:, None]
-    out_face = np.zeros((B, FACE_COUNT, FACE_FEATURES))
-    out_face[..., 0:3] = n
-    out_face[..., 3] = (d - np.einsum("bfi,bi->bf", n, centre)) / s
-    out_face[..., 4] = defects.face_crossings
-    out_face[..., 5] = defects.face_piercing
-    out_face[..., 6] = defects.face_pierced
-
+def _polygon_features(out_face: np.ndarray, vertices, n, layout: Layout, centre, scale) -> tuple:
+    "Fill face features 7..15 (each face polygon's shape, in the frame); returns `(turning, convexity)`."
     corners = vertices[:, layout.corners, :] - centre[:, None, None, :]           # (B, 12, 11, 3), frame-centred
     valid = np.isfinite(corners).all(axis=-1)                                     # (B, 12, 11)
     corners = np.where(valid[..., None], corners, 0.0) / scale[:, None, None, None]
@@ -97,7 +78,13 @@ def features(normals, offsets, layout: Layout, defects: Defects | None = None, c
     out_face[..., 13] = slog(extent)
     out_face[..., 14] = (~valid).sum(axis=-1)
     out_face[..., 15] = facing
+    return turning, convexity
 
+
+def _global_features(out_face: np.ndarray, turning, convexity, vertices, n, layout: Layout, defects: Defects,
+                     centre, s, reference, context) -> np.ndarray:
+    "The 24 global features of each configuration (B, 24)."
+    B = n.shape[0]
     g = np.zeros((B, GLOBAL_FEATURES))
     total = defects.crossings + defects.intersections
     g[:, 0], g[:, 1], g[:, 2], g[:, 3] = defects.crossings, defects.intersections, total, np.log1p(total)
@@ -123,6 +110,32 @@ def features(normals, offsets, layout: Layout, defects: Defects | None = None, c
         g[:, 21] = context[:, 0]
         g[:, 22] = np.log1p(np.maximum(context[:, 1], 0))
         g[:, 23] = context[:, 2]
+    return g
+
+
+def features(normals, offsets, layout: Layout, defects: Defects | None = None, context=None,
+             reference=None) -> np.ndarray:
+    """v1 features (B, 216) float32 of one configuration (12, 3)/(12,) or a batch (B, 12, 3)/(B, 12).
+
+    `context`: (progress, best_total, temperature), one triple or one per configuration.
+    `reference`: (crossings, intersections) of the configuration this one is compared with (for a
+    proposal, its anchor), one pair or one per configuration; default: the configuration itself."""
+    n, d = _batch(normals, offsets)
+    B = n.shape[0]
+    if defects is None:
+        defects = evaluate(n, d, layout)
+    vertices, near_parallel, at_infinity = _dual(n, d, layout.triangles)
+    centre, scale = _frame(n, d)
+    s = scale[:, None]
+    out_face = np.zeros((B, FACE_COUNT, FACE_FEATURES))
+    out_face[..., 0:3] = n
+    out_face[..., 3] = (d - np.einsum("bfi,bi->bf", n, centre)) / s
+    out_face[..., 4] = defects.face_crossings
+    out_face[..., 5] = defects.face_piercing
+    out_face[..., 6] = defects.face_pierced
+
+    turning, convexity = _polygon_features(out_face, vertices, n, layout, centre, scale)
+    g = _global_features(out_face, turning, convexity, vertices, n, layout, defects, centre, s, reference, context)
     result = np.concatenate([out_face.reshape(B, -1), g], axis=1)
     result = np.clip(np.nan_to_num(result, nan=0.0, posinf=FEATURE_CLIP, neginf=-FEATURE_CLIP), -FEATURE_CLIP, FEATURE_CLIP)
     return result.astype(np.float32)

@@ -10,6 +10,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from szrank.errors import InvariantError
+
 from szrank.topology import LINK_LENGTH, TOPOLOGIES, TRIANGLE_COUNT, VERTEX_COUNT, link_orders, normalise
 
 # %% auto 0
@@ -99,7 +101,7 @@ def layout_from_facets(facets) -> Layout:
                 pierce.append((e, f))
     pierce = np.array(pierce)
     if len(pierce) != FACE_COUNT * PAIRS_PER_FACE:
-        raise ValueError("not a neighbourly triangulation: pierce pairs are not 44 per face")
+        raise InvariantError("not a neighbourly triangulation: pierce pairs are not 44 per face")
     sides = np.array([[int(np.flatnonzero(neighbours[f] == g)[0]) for g in edge_faces[e]] for e, f in pierce])
     incidence = np.zeros((len(pierce), FACE_COUNT))
     owners = edge_faces[pierce[:, 0]]
@@ -122,7 +124,7 @@ def layout_from_facets(facets) -> Layout:
 def layout(index: int) -> Layout:
     "The cached `Layout` of topology `index` (0..58)."
     if not 0 <= index < len(TOPOLOGIES):
-        raise ValueError(f"topology index must be 0..{len(TOPOLOGIES) - 1}, got {index}")
+        raise InvariantError(f"topology index must be 0..{len(TOPOLOGIES) - 1}, got {index}")
     return layout_from_facets(TOPOLOGIES[index])
 
 # %% ../nbs/szrank/31_geometry.ipynb 8
@@ -131,10 +133,10 @@ def unit_planes(normals, offsets) -> tuple[np.ndarray, np.ndarray]:
     normals = np.asarray(normals, dtype=np.float64)
     offsets = np.asarray(offsets, dtype=np.float64)
     if normals.shape[-2:] != (FACE_COUNT, 3) or offsets.shape != normals.shape[:-1]:
-        raise ValueError(f"planes must be normals (..., 12, 3) and offsets (..., 12); got {normals.shape} and {offsets.shape}")
+        raise InvariantError(f"planes must be normals (..., 12, 3) and offsets (..., 12); got {normals.shape} and {offsets.shape}")
     length = np.sqrt(np.einsum("...i,...i->...", normals, normals))
     if not np.all(length > 0):
-        raise ValueError("a plane normal is zero")
+        raise InvariantError("a plane normal is zero")
     return normals / length[..., None], offsets / length
 
 
@@ -343,7 +345,7 @@ class Evaluator:
         self.layout = layout
         n, d = _batch(normals, offsets)
         if n.shape[0] != 1:
-            raise ValueError("Evaluator holds one configuration, not a batch")
+            raise InvariantError("Evaluator holds one configuration, not a batch")
         self.normals, self.offsets = n, d
         self.raw, self.near_parallel = _vertices(n, d, layout.triangles)
         self._pending = None
@@ -375,7 +377,7 @@ class Evaluator:
         normal = np.asarray(normal, dtype=np.float64)
         length = float(np.sqrt(normal @ normal))
         if not length > 0:
-            raise ValueError("a plane normal is zero")
+            raise InvariantError("a plane normal is zero")
         n, d = self.normals.copy(), self.offsets.copy()
         n[0, plane], d[0, plane] = normal / length, offset / length
         rows = self.layout.plane_triangles[plane]

@@ -19,7 +19,7 @@ import numpy as np
 from szrank.archive import (EVENT_DTYPE, METRIC_AT_INFINITY, METRIC_DEGENERATE, METRIC_NEAR_PARALLEL,
                             METRIC_REALISATION, TRAJECTORY_ACCEPTED, TRAJECTORY_GUIDED, TRAJECTORY_NEW_BEST,
                             TRAJECTORY_PROPOSAL_INFEASIBLE, RunWriter)
-from szrank.common import CliError
+from szrank.errors import ConfigError
 from szrank.geometry import FACE_COUNT, _frame, evaluate, layout, plane_bases, random_planes, unit_planes
 from szrank.topology import TOPOLOGY_COUNT
 
@@ -86,7 +86,7 @@ def apply_move(normals, offsets, plane: int, move: int, scale: int, rng: np.rand
         normal = mixed / np.linalg.norm(mixed) if np.linalg.norm(mixed) > 1e-9 else target
         offset = normal @ centre + (1 - blend) * (offset - normal @ centre) + blend * distance
     else:
-        raise ValueError(f"move must be 0..{MOVE_COUNT - 1}, not {move}")
+        raise ConfigError(f"move must be 0..{MOVE_COUNT - 1}, not {move}")
     n[plane], d[plane] = normal / np.linalg.norm(normal), offset / np.linalg.norm(normal)
     return n, d
 
@@ -106,7 +106,7 @@ class RankerPolicy:
     def __init__(self, model, temperature: float = POLICY_TEMPERATURE, floor: float = UNIFORM_FLOOR):
         from szrank.modelfile import load_model
         if not (temperature > 0 and 0 < floor <= 1):
-            raise ValueError(f"policy temperature must be > 0 and floor in (0, 1], got {temperature}, {floor}")
+            raise ConfigError(f"policy temperature must be > 0 and floor in (0, 1], got {temperature}, {floor}")
         self.model = model if hasattr(model, "members") else load_model(model)
         self.temperature, self.floor = float(temperature), float(floor)
 
@@ -117,7 +117,7 @@ class RankerPolicy:
 
     def distributions(self, normals, offsets, topology: int, context):
         from szrank.features import features, split_features
-        from szrank.modelfile import reference_forward
+        from szrank.reference import reference_forward
         face, global_features = split_features(features(normals, offsets, layout(topology), context=context))
         out = reference_forward(self.model, face, global_features, np.array([topology]))
         return (self._shape(out["plane_probability"][0]), self._shape(out["move_probability"][0]),
@@ -220,9 +220,9 @@ def run_search(archive: Path, topology: int | None = None, steps: int = 100, see
     if topology is None:
         topology = int(rng.integers(TOPOLOGY_COUNT))
     if not 0 <= topology < TOPOLOGY_COUNT:
-        raise ValueError(f"topology must be 0..{TOPOLOGY_COUNT - 1}, not {topology}")
+        raise ConfigError(f"topology must be 0..{TOPOLOGY_COUNT - 1}, not {topology}")
     if steps <= 0:
-        raise ValueError(f"steps must be positive, not {steps}")
+        raise ConfigError(f"steps must be positive, not {steps}")
     policy = policy or UniformPolicy()
     L = layout(topology)
     anchor_n, anchor_d = random_start(rng, topology)
@@ -295,7 +295,7 @@ def run_searches(archive: Path, runs: int, steps: int, seed: int | None = None, 
     "`runs` search runs into `archive`, in worker processes; summaries in run order."
     from tqdm.auto import tqdm
     if runs <= 0 or steps <= 0:
-        raise ValueError(f"--runs and --steps must be positive, got {runs} and {steps}")
+        raise ConfigError(f"--runs and --steps must be positive, got {runs} and {steps}")
     if model:
         RankerPolicy(model)                                  # fail fast on a bad model file
     Path(archive).mkdir(parents=True, exist_ok=True)
@@ -356,9 +356,9 @@ def search_command(parser: argparse.ArgumentParser):
 
     def run(args) -> int:
         if args.model and not Path(args.model).is_file():
-            raise CliError(f"--model {args.model}: no such file")
+            raise ConfigError(f"--model {args.model}: no such file")
         if args.split_runs_out and args.runs < 4:
-            raise CliError("--split-runs-out needs at least 4 runs (train, validation, test, stress)")
+            raise ConfigError("--split-runs-out needs at least 4 runs (train, validation, test, stress)")
         summaries = run_searches(args.archive, args.runs, args.steps, args.seed, args.model, args.topology,
                                  args.replicas, args.iterations, args.workers)
         print(format_summaries(summaries), flush=True)

@@ -22,17 +22,18 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from szrank.common import CliError, fsync_directory
+from szrank.common import fsync_directory
+from szrank.errors import ConfigError, SzrankError, ToolError
 from szrank.stream import (EXPECTED_RECORD_SIZE, EXPORT_HEADER, EXPORT_MAGIC, EXPORT_VERSION, RECORD_DTYPE,
                            StreamFormatError, run_key, run_keys, validate_stream_header)
 
 # %% auto 0
 __all__ = ['REPORT_TRAIN_RUN', 'REPORT_VALIDATION_RUN', 'REPORT_TEST_RUN', 'REPORT_STRESS_RUN', 'SPLIT_RUNS', 'SPLIT_NAMES',
-           'DEPLOYMENT_EXTRA', 'SCAN_CHUNK_RECORDS', 'EXPORTER_STOP_SECONDS', 'NOTHING_WRITTEN', 'SplitRunsError',
-           'normalize_split_runs', 'load_split_runs', 'SnapshotInfo', 'SnapshotError', 'HeaderError',
+           'DEPLOYMENT_EXTRA', 'SCAN_CHUNK_RECORDS', 'EXPORTER_STOP_SECONDS', 'EXPORTER_NICENESS', 'NOTHING_WRITTEN',
+           'SplitRunsError', 'normalize_split_runs', 'load_split_runs', 'SnapshotInfo', 'SnapshotError', 'HeaderError',
            'PartialRecordError', 'UnknownRunError', 'MissingSplitError', 'ExporterError', 'ExportInterrupted',
-           'CorpusScan', 'inspect_snapshot', 'exporter_argv', 'describe_exit', 'stop_process',
-           'create_training_snapshot', 'inspect_command']
+           'CorpusScan', 'inspect_snapshot', 'exporter_argv', 'describe_exit', 'stop_process', 'lower_child_priority',
+           'exporter_command', 'create_training_snapshot', 'inspect_command']
 
 # %% ../nbs/szrank/11_snapshot.ipynb 4
 # Whole-run split fixed for the first 6.5 GB corpus. Never split individual
@@ -51,7 +52,7 @@ SPLIT_NAMES = tuple(SPLIT_RUNS)         # the four reporting splits, in report o
 DEPLOYMENT_EXTRA = "deployment_extra"   # every further run, with --deployment-all-runs
 
 
-class SplitRunsError(ValueError):
+class SplitRunsError(SzrankError, ValueError):
     "A `--split-runs` file (or mapping) that does not name four distinct runs."
 
 
@@ -147,7 +148,7 @@ class SnapshotInfo:
         return "\n".join(lines)
 
 # %% ../nbs/szrank/11_snapshot.ipynb 9
-class SnapshotError(ValueError):
+class SnapshotError(SzrankError, ValueError):
     "A snapshot (or exporter stream) whose content is invalid."
 
 class HeaderError(SnapshotError, StreamFormatError):
@@ -162,7 +163,7 @@ class UnknownRunError(SnapshotError):
 class MissingSplitError(SnapshotError):
     "A reporting split without records."
 
-class ExporterError(RuntimeError):
+class ExporterError(ToolError):
     "The exporter could not be started, failed, or was killed."
 
 class ExportInterrupted(KeyboardInterrupt):
@@ -292,6 +293,7 @@ def inspect_snapshot(path: str | os.PathLike, compute_digest: bool = True, inclu
 
 # %% ../nbs/szrank/11_snapshot.ipynb 17
 EXPORTER_STOP_SECONDS = 5.0         # grace between SIGTERM and SIGKILL for a stopped exporter
+EXPORTER_NICENESS = 5               # the seed's os.nice(5): the export yields to interactive work
 NOTHING_WRITTEN = "no snapshot was written"
 
 
@@ -304,7 +306,7 @@ def exporter_argv(exporter: str | os.PathLike | Sequence[str]) -> list[str]:
     else:
         argv = [os.fspath(part) for part in exporter]
     if not argv:
-        raise ValueError("exporter command is empty")
+        raise ConfigError("exporter command is empty")
     return argv
 
 
@@ -332,6 +334,94 @@ def stop_process(process: subprocess.Popen, grace: float | None = None) -> None:
         process.wait()
 
 
+def lower_child_priority(process: subprocess.Popen) -> None:
+    "Run a started child at the seed's lowered priority: niceness at least `EXPORTER_NICENESS` (POSIX)."
+    if os.name == "nt" or not hasattr(os, "setpriority"):
+        return   # on Windows the child was started BELOW_NORMAL_PRIORITY_CLASS (`_start_exporter`)
+    with contextlib.suppress(OSError):
+        current = os.getpriority(os.PRIO_PROCESS, process.pid)
+        os.setpriority(os.PRIO_PROCESS, process.pid, max(current, EXPORTER_NICENESS))
+
+
+def _start_exporter(command: list[str], cwd, name: str) -> subprocess.Popen:
+    "Start the exporter with stdout piped, below normal priority; a start failure is an `ExporterError`."
+    flags = getattr(subprocess, "BELOW_NORMAL_PRIORITY_CLASS", 0) if os.name == "nt" else 0
+    try:
+        # Unbuffered pipe: each read returns what has arrived, so a bad record is
+        # seen (and the exporter stopped) as soon as it is written.
+        process = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=None, bufsize=0, creationflags=flags)
+    except OSError as exc:
+        raise ExporterError(f"{name}: cannot start exporter {command[0]!r}: {exc.strerror or exc}; "
+                            f"{NOTHING_WRITTEN}") from None
+    lower_child_priority(process)
+    return process
+
+
+def _read_stream_header(process: subprocess.Popen, output, name: str) -> int:
+    "Read, check and copy the stream header; returns the record size."
+    header = bytearray(EXPORT_HEADER.size)
+    got = _read_into(process.stdout, memoryview(header))
+    if got < len(header) and process.wait() != 0:
+        raise ExporterError(f"{name}: exporter {describe_exit(process.returncode)} before writing the "
+                            f"stream header; {NOTHING_WRITTEN}")
+    try:
+        record_size = validate_stream_header(bytes(header[:got]))
+    except StreamFormatError as exc:
+        raise HeaderError(f"{name}: exporter stream: {exc}; {NOTHING_WRITTEN}") from None
+    output.write(header)
+    return record_size
+
+
+def _copy_records(process: subprocess.Popen, output, scan: CorpusScan, record_size: int, bar) -> int:
+    "Copy the exporter's records to `output`, scanning each whole record; returns the bytes of a trailing partial one."
+    buffer = bytearray(SCAN_CHUNK_RECORDS * record_size)
+    view = memoryview(buffer)
+    filled = 0
+    while True:
+        n = process.stdout.readinto(view[filled:])
+        if not n:
+            return filled
+        output.write(view[filled:filled + n])
+        bar.update(n)
+        filled += n
+        whole = filled - filled % record_size
+        if whole:
+            try:
+                scan.add(view[:whole])
+            except UnknownRunError as exc:
+                raise UnknownRunError(f"{exc}; exporter stopped, {NOTHING_WRITTEN}") from None
+            buffer[:filled - whole] = buffer[whole:filled]
+            filled -= whole
+
+
+def _check_export(process: subprocess.Popen, scan: CorpusScan, partial: int, record_size: int,
+                  split_runs: Mapping[str, str], name: str) -> None:
+    "After the stream ended: the exporter exited 0, no partial record, every split has records."
+    return_code = process.wait()
+    if return_code != 0:
+        raise ExporterError(f"{name}: exporter {describe_exit(return_code)} after {scan.record_count:,} "
+                            f"records; its output is incomplete, {NOTHING_WRITTEN}")
+    if partial:
+        offset = EXPORT_HEADER.size + scan.record_count * record_size
+        raise PartialRecordError(f"{name}: partial record at byte {offset}: the exporter ended {partial} "
+                                 f"bytes into record {scan.record_count}; {NOTHING_WRITTEN}")
+    missing = scan.missing_splits()
+    if missing:
+        raise MissingSplitError(f"{name}: no records for split(s) "
+                                + ", ".join(f"{m} (run {split_runs[m]})" for m in missing)
+                                + f": the exporter did not export them; {NOTHING_WRITTEN}")
+
+# %% ../nbs/szrank/11_snapshot.ipynb 18
+def exporter_command(exporter, archive_root, split_runs: Mapping[str, str], includes_additional_runs: bool) -> list:
+    "The seed's exporter argv: the exporter, `--root ARCHIVE`, and one `--include-run` per split run."
+    command = exporter_argv(exporter) + ["--root", os.fspath(archive_root)]
+    if not includes_additional_runs:
+        for run_id in split_runs.values():
+            command.extend(["--include-run", run_id])
+    return command
+
+
 def create_training_snapshot(archive_root: str | os.PathLike, exporter: str | os.PathLike | Sequence[str],
                              snapshot_directory: str | os.PathLike, includes_additional_runs: bool,
                              split_runs: Mapping[str, str] | None = None, cwd: str | os.PathLike | None = None,
@@ -339,10 +429,7 @@ def create_training_snapshot(archive_root: str | os.PathLike, exporter: str | os
     "Run the exporter and keep its stream as an immutable, validated snapshot; nothing is left on failure."
     from tqdm import tqdm
     split_runs = normalize_split_runs(split_runs)
-    command = exporter_argv(exporter) + ["--root", os.fspath(archive_root)]
-    if not includes_additional_runs:
-        for run_id in split_runs.values():
-            command.extend(["--include-run", run_id])
+    command = exporter_command(exporter, archive_root, split_runs, includes_additional_runs)
     snapshot_directory = Path(snapshot_directory)
     snapshot_directory.mkdir(parents=True, exist_ok=True)
     base = f"snapshot_{os.getpid()}_{time.time_ns()}"
@@ -350,60 +437,15 @@ def create_training_snapshot(archive_root: str | os.PathLike, exporter: str | os
     final_path = snapshot_directory / f"{base}.sztx"
     name = str(final_path)
     print(f"Exporting an immutable training snapshot: {shlex.join(command)}", file=sys.stderr, flush=True)
-    try:
-        # Unbuffered pipe: each read returns what has arrived, so a bad record is
-        # seen (and the exporter stopped) as soon as it is written.
-        process = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=None, bufsize=0)
-    except OSError as exc:
-        raise ExporterError(f"{name}: cannot start exporter {command[0]!r}: {exc.strerror or exc}; "
-                            f"{NOTHING_WRITTEN}") from None
+    process = _start_exporter(command, cwd, name)
     scan = CorpusScan(name, split_runs, includes_additional_runs)
     try:
         with partial_path.open("wb") as output, \
              tqdm(unit="B", unit_scale=True, desc="export", leave=False, file=sys.stderr,
                   disable=not progress if progress is not None else None) as bar:
-            header = bytearray(EXPORT_HEADER.size)
-            got = _read_into(process.stdout, memoryview(header))
-            if got < len(header) and process.wait() != 0:
-                raise ExporterError(f"{name}: exporter {describe_exit(process.returncode)} before writing the "
-                                    f"stream header; {NOTHING_WRITTEN}")
-            try:
-                record_size = validate_stream_header(bytes(header[:got]))
-            except StreamFormatError as exc:
-                raise HeaderError(f"{name}: exporter stream: {exc}; {NOTHING_WRITTEN}") from None
-            output.write(header)
-            buffer = bytearray(SCAN_CHUNK_RECORDS * record_size)
-            view = memoryview(buffer)
-            filled = 0
-            while True:
-                n = process.stdout.readinto(view[filled:])
-                if not n:
-                    break
-                output.write(view[filled:filled + n])
-                bar.update(n)
-                filled += n
-                whole = filled - filled % record_size
-                if whole:
-                    try:
-                        scan.add(view[:whole])
-                    except UnknownRunError as exc:
-                        raise UnknownRunError(f"{exc}; exporter stopped, {NOTHING_WRITTEN}") from None
-                    buffer[:filled - whole] = buffer[whole:filled]
-                    filled -= whole
-            return_code = process.wait()
-            if return_code != 0:
-                raise ExporterError(f"{name}: exporter {describe_exit(return_code)} after {scan.record_count:,} "
-                                    f"records; its output is incomplete, {NOTHING_WRITTEN}")
-            if filled:
-                offset = EXPORT_HEADER.size + scan.record_count * record_size
-                raise PartialRecordError(f"{name}: partial record at byte {offset}: the exporter ended {filled} "
-                                         f"bytes into record {scan.record_count}; {NOTHING_WRITTEN}")
-            missing = scan.missing_splits()
-            if missing:
-                raise MissingSplitError(f"{name}: no records for split(s) "
-                                        + ", ".join(f"{m} (run {split_runs[m]})" for m in missing)
-                                        + f": the exporter did not export them; {NOTHING_WRITTEN}")
+            record_size = _read_stream_header(process, output, name)
+            partial = _copy_records(process, output, scan, record_size, bar)
+            _check_export(process, scan, partial, record_size, split_runs, name)
             output.flush()
             os.fsync(output.fileno())
         os.replace(partial_path, final_path)
@@ -421,7 +463,7 @@ def create_training_snapshot(archive_root: str | os.PathLike, exporter: str | os
         with contextlib.suppress(FileNotFoundError):
             partial_path.unlink()
 
-# %% ../nbs/szrank/11_snapshot.ipynb 21
+# %% ../nbs/szrank/11_snapshot.ipynb 22
 def inspect_command(parser: argparse.ArgumentParser) -> Callable:
     "`szrank inspect PATH [--split-runs F] [--deployment-all-runs] [--json]`: validate and describe a snapshot."
     parser.add_argument("path", metavar="PATH", type=Path, help="an SZTXP001 snapshot (.sztx)")
@@ -438,7 +480,7 @@ def inspect_command(parser: argparse.ArgumentParser) -> Callable:
             info = inspect_snapshot(args.path, includes_additional_runs=args.deployment_all_runs,
                                     split_runs=split_runs, progress=None)
         except OSError as exc:
-            raise CliError(f"{args.path}: cannot read: {exc.strerror or exc}") from None
+            raise ConfigError(f"{args.path}: cannot read: {exc.strerror or exc}") from None
         try:
             print(json.dumps(info.to_json(), indent=2, sort_keys=True) if args.json else info.describe(), flush=True)
         except BrokenPipeError:                     # `szrank inspect ... | head`: the reader has seen enough

@@ -15,6 +15,7 @@ from typing import BinaryIO, Iterable
 import numpy as np
 
 from szrank.common import atomic_writer
+from szrank.errors import ConfigError, SzrankError
 
 # %% auto 0
 __all__ = ['EXPORT_MAGIC', 'EXPORT_VERSION', 'EXPORT_HEADER', 'FACE_COUNT', 'FACE_FEATURES', 'GLOBAL_FEATURES', 'FEATURE_FLOATS',
@@ -77,7 +78,7 @@ RUN_KEY_DTYPE = np.dtype({"names": ["low", "high"], "formats": ["<u8", "<u8"],
                           "offsets": [RUN_ID_OFFSET, RUN_ID_OFFSET + 8], "itemsize": EXPECTED_RECORD_SIZE})
 
 # %% ../nbs/szrank/10_stream.ipynb 9
-class StreamFormatError(ValueError):
+class StreamFormatError(SzrankError, ValueError):
     "The bytes are not a v1 SZTXP001 stream (bad header, partial record, ...)."
 
 
@@ -105,7 +106,7 @@ def run_key(run_id: str | uuid.UUID | bytes) -> tuple[int, int]:
     "The `(low, high)` u64 pair of a run id as the records store it."
     raw = run_id if isinstance(run_id, bytes) else uuid.UUID(str(run_id)).bytes
     if len(raw) != 16:
-        raise ValueError(f"a run id has 16 bytes, not {len(raw)}")
+        raise ConfigError(f"a run id has 16 bytes, not {len(raw)}")
     low, high = struct.unpack("<QQ", raw)
     return low, high
 
@@ -124,7 +125,7 @@ def record_run_id(record) -> uuid.UUID:
 def empty_records(count: int) -> np.ndarray:
     "A zeroed array of `count` v1 records (`RECORD_DTYPE`)."
     if count < 0:
-        raise ValueError(f"record count must be non-negative, not {count}")
+        raise ConfigError(f"record count must be non-negative, not {count}")
     return np.zeros(count, dtype=RECORD_DTYPE)
 
 

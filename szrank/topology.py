@@ -13,6 +13,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 import szrank
+from szrank.errors import InvariantError
 
 # %% auto 0
 __all__ = ['VERTEX_COUNT', 'EDGE_COUNT', 'TRIANGLE_COUNT', 'LINK_LENGTH', 'GENUS', 'TOPOLOGY_COUNT', 'DATA_PATH', 'DATA_FORMAT',
@@ -55,11 +56,11 @@ def read_triangulation(path: Path) -> Facets:
         if not text:
             continue
         if len(text) != 3:
-            raise ValueError(f"{path}:{number}: expected three vertex numbers, got {line.strip()!r}")
+            raise InvariantError(f"{path}:{number}: expected three vertex numbers, got {line.strip()!r}")
         try:
             triples.append(tuple(int(v) for v in text))
         except ValueError:
-            raise ValueError(f"{path}:{number}: vertex numbers must be integers, got {line.strip()!r}") from None
+            raise InvariantError(f"{path}:{number}: vertex numbers must be integers, got {line.strip()!r}") from None
     return normalise(triples)
 
 
@@ -120,9 +121,9 @@ def surface_summary(facets: Sequence[Sequence[int]]) -> dict:
     triples = [tuple(int(v) for v in t) for t in facets]
     if any(len(set(t)) != 3 for t in triples):
         bad = next(t for t in triples if len(set(t)) != 3)
-        raise ValueError(f"triangle {bad} repeats a vertex")
+        raise InvariantError(f"triangle {bad} repeats a vertex")
     if len({frozenset(t) for t in triples}) != len(triples):
-        raise ValueError("a triangle occurs twice")
+        raise InvariantError("a triangle occurs twice")
     edges: dict[tuple[int, int], int] = {}
     for t in triples:
         for x, y in ((t[0], t[1]), (t[1], t[2]), (t[0], t[2])):
@@ -130,12 +131,12 @@ def surface_summary(facets: Sequence[Sequence[int]]) -> dict:
             edges[key] = edges.get(key, 0) + 1
     for key, count in sorted(edges.items()):
         if count != 2:
-            raise ValueError(f"edge {key} lies in {count} triangles; a closed surface needs exactly 2")
+            raise InvariantError(f"edge {key} lies in {count} triangles; a closed surface needs exactly 2")
     adjacency = _link_adjacency(triples)
     for v, link in sorted(adjacency.items()):
         cycle = _walk_cycle(link)
         if len(cycle) != len(link):
-            raise ValueError(f"the link of vertex {v} is not a single cycle (a cycle of {len(cycle)} "
+            raise InvariantError(f"the link of vertex {v} is not a single cycle (a cycle of {len(cycle)} "
                              f"of its {len(link)} neighbours): not a surface at that vertex")
     vertices = len(adjacency)
     euler = vertices - len(edges) + len(triples)
@@ -163,15 +164,15 @@ def check_topology(facets: Sequence[Sequence[int]]) -> Facets:
     "Validate a neighbourly triangulation of the orientable genus-6 surface on 1..12; return it normalised."
     triples = normalise(facets)
     if len(triples) != TRIANGLE_COUNT:
-        raise ValueError(f"expected {TRIANGLE_COUNT} triangles, got {len(triples)}")
+        raise InvariantError(f"expected {TRIANGLE_COUNT} triangles, got {len(triples)}")
     vertices = sorted({v for t in triples for v in t})
     if vertices != list(range(1, VERTEX_COUNT + 1)):
-        raise ValueError(f"vertices must be exactly 1..{VERTEX_COUNT}, got {vertices[0]}..{vertices[-1]} ({len(vertices)} distinct)")
+        raise InvariantError(f"vertices must be exactly 1..{VERTEX_COUNT}, got {vertices[0]}..{vertices[-1]} ({len(vertices)} distinct)")
     summary = surface_summary(triples)
     if not summary["orientable"]:
-        raise ValueError("the triangulation is not orientable")
+        raise InvariantError("the triangulation is not orientable")
     if not summary["neighbourly"] or summary["genus"] != GENUS:
-        raise ValueError(f"not a neighbourly genus-{GENUS} triangulation: {summary}")
+        raise InvariantError(f"not a neighbourly genus-{GENUS} triangulation: {summary}")
     return triples
 
 # %% ../nbs/szrank/30_topology.ipynb 9
@@ -179,7 +180,7 @@ def link_orders(facets: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], ...]:
     "For vertex v = 1..12 (entry v-1): its 11 neighbours in coherent cyclic link order, smallest first."
     oriented = orient(normalise(facets))
     if oriented is None:
-        raise ValueError("the triangulation is not orientable")
+        raise InvariantError("the triangulation is not orientable")
     successor: dict[int, dict[int, int]] = {}
     for a, b, c in oriented:
         for v, x, y in ((a, b, c), (b, c, a), (c, a, b)):
@@ -204,7 +205,7 @@ def candidate_relabellings(facets: Sequence[Sequence[int]]) -> np.ndarray:
     for v in range(1, VERTEX_COUNT + 1):
         cycle = np.array(_walk_cycle(adjacency[v]), dtype=np.int64)
         if cycle.size != LINK_LENGTH:
-            raise ValueError(f"the link of vertex {v} is not an {LINK_LENGTH}-cycle")
+            raise InvariantError(f"the link of vertex {v} is not an {LINK_LENGTH}-cycle")
         for rotation in range(LINK_LENGTH):
             for direction in (1, -1):
                 rows[row, v] = 1
@@ -235,34 +236,33 @@ def is_canonical(facets: Sequence[Sequence[int]]) -> bool:
     return normalise(facets) == canonical_form(facets)
 
 # %% ../nbs/szrank/30_topology.ipynb 16
-def enumerate_labelled(on_solution: Callable[[tuple], bool | None], progress: Callable[[float], None] | None = None) -> int:
-    """Call `on_solution(oriented_triangles)` for every oriented neighbourly triangulation of the
-    genus-6 surface on 1..12 whose vertex-1 star is `STAR_CYCLE` (in that direction).
+class _LinkSearch:
+    """The state of the search behind `enumerate_labelled`: which directed edges are
+    covered, and for each vertex the paths its link is made of so far."""
+    def __init__(self, on_solution: Callable, progress: Callable | None):
+        V = VERTEX_COUNT + 1
+        self.V, self.N2 = V, LINK_LENGTH - 1    # N2: edges of a link path through all 11 neighbours
+        self.full = sum(1 << x for x in range(1, V))
+        self.out_used = [0] * V                 # bit b of out_used[a]: directed edge a -> b is covered
+        self.in_used = [0] * V                  # bit a of in_used[b]: directed edge a -> b is covered
+        self.start_of = [list(range(V)) for _ in range(V)]   # link(v): start of the path ending at x
+        self.end_of = [list(range(V)) for _ in range(V)]     # link(v): end of the path starting at x
+        self.length = [[0] * V for _ in range(V)]            # link(v): edges of the path starting at x
+        self.closed = [False] * V
+        self.triangles: list[tuple[int, int, int]] = []
+        self.nodes, self.stop = 0, False
+        self.on_solution, self.progress = on_solution, progress
 
-    `on_solution` returning True stops the search.  `progress(fraction)` is called as
-    the top two levels of the tree complete.  Returns the number of search nodes."""
-    V = VERTEX_COUNT + 1
-    N2 = LINK_LENGTH - 1                    # edges of a link path through all 11 neighbours
-    full = sum(1 << x for x in range(1, V))
-    out_used = [0] * V                      # bit b of out_used[a]: directed edge a -> b is covered
-    in_used = [0] * V                       # bit a of in_used[b]: directed edge a -> b is covered
-    start_of = [list(range(V)) for _ in range(V)]   # link(v): start of the path ending at x
-    end_of = [list(range(V)) for _ in range(V)]     # link(v): end of the path starting at x
-    length = [[0] * V for _ in range(V)]            # link(v): edges of the path starting at x
-    closed = [False] * V
-    triangles: list[tuple[int, int, int]] = []
-    nodes = 0
-    stop = False
-
-    def place(a, b, c):
-        ops = []
+    def place(self, a, b, c):
+        "Add triangle (a, b, c) to the three links; None (and nothing changed) if a link would close short."
+        start_of, end_of, length, ops = self.start_of, self.end_of, self.length, []
         for v, u, w in ((a, b, c), (b, c, a), (c, a, b)):   # add u -> w to link(v)
             s = start_of[v][u]
             if s == w:                                       # closes the path into a cycle
-                if length[v][s] != N2:
-                    undo(ops)
+                if length[v][s] != self.N2:
+                    self.undo(ops)
                     return None
-                closed[v] = True
+                self.closed[v] = True
                 ops.append((v, -1, 0, 0, 0, 0))
             else:
                 e = end_of[v][w]
@@ -270,29 +270,32 @@ def enumerate_labelled(on_solution: Callable[[tuple], bool | None], progress: Ca
                 length[v][s] += length[v][w] + 1
                 end_of[v][s] = e
                 start_of[v][e] = s
+        out_used, in_used = self.out_used, self.in_used
         out_used[a] |= 1 << b; out_used[b] |= 1 << c; out_used[c] |= 1 << a
         in_used[b] |= 1 << a; in_used[c] |= 1 << b; in_used[a] |= 1 << c
-        triangles.append((a, b, c))
+        self.triangles.append((a, b, c))
         return ops
 
-    def undo(ops):
+    def undo(self, ops):
         for v, s, e, u, w, old in reversed(ops):
             if s < 0:
-                closed[v] = False
+                self.closed[v] = False
             else:
-                length[v][s] = old
-                end_of[v][s] = u
-                start_of[v][e] = w
+                self.length[v][s] = old
+                self.end_of[v][s] = u
+                self.start_of[v][e] = w
 
-    def remove(a, b, c, ops):
+    def remove(self, a, b, c, ops):
+        out_used, in_used = self.out_used, self.in_used
         out_used[a] ^= 1 << b; out_used[b] ^= 1 << c; out_used[c] ^= 1 << a
         in_used[b] ^= 1 << a; in_used[c] ^= 1 << b; in_used[a] ^= 1 << c
-        triangles.pop()
-        undo(ops)
+        self.triangles.pop()
+        self.undo(ops)
 
-    def completions(a, b):
+    def completions(self, a, b):
         "Bit set of c such that (a, b, c) can be placed now."
-        candidates = full & ~out_used[b] & ~in_used[a] & ~(1 << a) & ~(1 << b)
+        start_of, length, N2 = self.start_of, self.length, self.N2
+        candidates = self.full & ~self.out_used[b] & ~self.in_used[a] & ~(1 << a) & ~(1 << b)
         result = 0
         s_ab = start_of[a][b]
         while candidates:
@@ -310,17 +313,18 @@ def enumerate_labelled(on_solution: Callable[[tuple], bool | None], progress: Ca
             result |= low
         return result
 
-    def choose():
+    def choose(self):
+        "The open directed edge with the fewest completions: `(count, a, b, options)`, or None when done."
         best = None
-        for a in range(2, V):
-            if closed[a]:
+        for a in range(2, self.V):
+            if self.closed[a]:
                 continue
-            open_out = full & ~out_used[a] & ~(1 << a)
+            open_out = self.full & ~self.out_used[a] & ~(1 << a)
             while open_out:
                 low = open_out & -open_out
                 b = low.bit_length() - 1
                 open_out ^= low
-                options = completions(a, b)
+                options = self.completions(a, b)
                 count = bin(options).count("1")
                 if best is None or count < best[0]:
                     best = (count, a, b, options)
@@ -328,32 +332,39 @@ def enumerate_labelled(on_solution: Callable[[tuple], bool | None], progress: Ca
                         return best
         return best
 
-    def search(depth, share, offset):
-        nonlocal nodes, stop
-        nodes += 1
-        best = choose()
+    def search(self, depth, share, offset):
+        self.nodes += 1
+        best = self.choose()
         if best is None:
-            stop = bool(on_solution(tuple(triangles)))
+            self.stop = bool(self.on_solution(tuple(self.triangles)))
             return
         count, a, b, options = best
         index = 0
-        while options and not stop:
+        while options and not self.stop:
             low = options & -options
             c = low.bit_length() - 1
             options ^= low
-            ops = place(a, b, c)
+            ops = self.place(a, b, c)
             if ops is not None:
-                search(depth + 1, share / count, offset + index * share / count)
-                remove(a, b, c, ops)
+                self.search(depth + 1, share / count, offset + index * share / count)
+                self.remove(a, b, c, ops)
             index += 1
-            if progress is not None and depth < 2:
-                progress(offset + index * share / count)
+            if self.progress is not None and depth < 2:
+                self.progress(offset + index * share / count)
 
+
+def enumerate_labelled(on_solution: Callable[[tuple], bool | None], progress: Callable[[float], None] | None = None) -> int:
+    """Call `on_solution(oriented_triangles)` for every oriented neighbourly triangulation of the
+    genus-6 surface on 1..12 whose vertex-1 star is `STAR_CYCLE` (in that direction).
+
+    `on_solution` returning True stops the search.  `progress(fraction)` is called as
+    the top two levels of the tree complete.  Returns the number of search nodes."""
+    state = _LinkSearch(on_solution, progress)
     for k in range(LINK_LENGTH):
-        if place(1, STAR_CYCLE[k], STAR_CYCLE[(k + 1) % LINK_LENGTH]) is None:
-            raise AssertionError("the fixed star is not placeable")
-    search(0, 1.0, 0.0)
-    return nodes
+        if state.place(1, STAR_CYCLE[k], STAR_CYCLE[(k + 1) % LINK_LENGTH]) is None:
+            raise InvariantError("the fixed star is not placeable")
+    state.search(0, 1.0, 0.0)
+    return state.nodes
 
 # %% ../nbs/szrank/30_topology.ipynb 19
 def enumerate_topologies(show_progress: bool = True) -> tuple[Facets, ...]:
@@ -407,10 +418,10 @@ def load_topologies(path: Path | None = None) -> tuple[Facets, ...]:
         raise FileNotFoundError(f"{path}: topology table missing; regenerate it with "
                                 "szrank.topology.write_topologies()") from None
     if payload.get("format") != DATA_FORMAT:
-        raise ValueError(f"{path}: format is {payload.get('format')!r}, expected {DATA_FORMAT!r}")
+        raise InvariantError(f"{path}: format is {payload.get('format')!r}, expected {DATA_FORMAT!r}")
     table = tuple(tuple(tuple(int(v) for v in t) for t in f) for f in payload["topologies"])
     if len(table) != TOPOLOGY_COUNT or any(len(f) != TRIANGLE_COUNT for f in table):
-        raise ValueError(f"{path}: expected {TOPOLOGY_COUNT} topologies of {TRIANGLE_COUNT} triangles")
+        raise InvariantError(f"{path}: expected {TOPOLOGY_COUNT} topologies of {TRIANGLE_COUNT} triangles")
     return table
 
 # %% ../nbs/szrank/30_topology.ipynb 23
@@ -424,12 +435,12 @@ def topology_index(facets: Sequence[Sequence[int]]) -> int:
     try:
         return _INDEX[form]
     except KeyError:
-        raise ValueError("triangulation not in the topology table (the table or the canonical form is wrong)") from None
+        raise InvariantError("triangulation not in the topology table (the table or the canonical form is wrong)") from None
 
 
 @lru_cache(maxsize=None)
 def topology_links(index: int) -> tuple[tuple[int, ...], ...]:
     "Link orders (see `link_orders`) of topology `index`."
     if not 0 <= index < len(TOPOLOGIES):
-        raise ValueError(f"topology index must be 0..{len(TOPOLOGIES) - 1}, got {index}")
+        raise InvariantError(f"topology index must be 0..{len(TOPOLOGIES) - 1}, got {index}")
     return link_orders(TOPOLOGIES[index])

@@ -8,8 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from szrank.model import (FACE_COUNT, MOVE_COUNT, SCALE_COUNT, RankerMember, autocast_context, initialize_member,
-                          learning_rate_factor, member_loss, weighted_mean)
+from szrank.architecture import FACE_COUNT, MOVE_COUNT, SCALE_COUNT
+from szrank.model import RankerMember, autocast_context, initialize_member
+from szrank.objective import member_loss, weighted_mean
+from szrank.train import learning_rate_factor
 
 
 def batch(n=200, seed=0, **changes):
@@ -117,10 +119,11 @@ def test_schedule_warmup_then_cosine_to_five_percent():
 
 
 def test_best_epoch_weights_are_restored(tmp_path):
-    from szrank.demo import synthesize_corpus
+    from szrank.synthetic import synthesize_corpus
     from szrank.snapshot import SPLIT_RUNS, inspect_snapshot
     from szrank.stream import write_stream
     from szrank.train import train_ensemble
+    from szrank.train_config import TrainConfig
     write_stream(tmp_path / "s.sztx", synthesize_corpus(SPLIT_RUNS, records={"train": 256, "validation": 8,
                                                                              "test": 8, "stress": 8}))
     snapshot = inspect_snapshot(tmp_path / "s.sztx")
@@ -131,8 +134,9 @@ def test_best_epoch_weights_are_restored(tmp_path):
         states.append([{k: v.clone() for k, v in m.state_dict().items()} for m in trained])
         return {"average_precision": scores[epoch - 1], "brier_score": 0.2, "top_k_gain": 0.0, "prevalence": 0.4}
 
-    history, best = train_ensemble(snapshot, members, {"train"}, 3, 64, 256, 0, 7, 1e-3, 1e-4, 0.0, 4.0, 1.0,
-                                   False, torch.device("cpu"), callback, progress=False)
+    config = TrainConfig(batch_size=64, shuffle_records=256, max_records_per_split=0, learning_rate=1e-3,
+                         weight_decay=1e-4, gain_clip=0.0, ips_clip=4.0, gradient_clip=1.0, progress=False)
+    history, best = train_ensemble(snapshot, members, {"train"}, 3, config, 7, False, torch.device("cpu"), callback)
     assert best == 2 and [h["epoch"] for h in history] == [1, 2, 3]
     assert history[1]["selection_score"] == pytest.approx(0.9 - 0.02)
     for member, state in zip(members, states[1]):

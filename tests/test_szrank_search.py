@@ -216,7 +216,8 @@ def test_search_command_rejects_bad_arguments(tmp_path):
 
 def test_search_export_train_end_to_end(archive, tmp_path):
     root, _ = archive
-    result = run([tool("szrank"), "train", "--archive-root", str(root), "--exporter", f"{tool('szrank')} export",
+    # no --exporter: with no native build under --repository the trainer runs `szrank export`
+    result = run([tool("szrank"), "train", "--repository", str(tmp_path), "--archive-root", str(root),
                   "--split-runs", str(root / "splits.json"), "--output-directory", str(tmp_path / "model"),
                   "--snapshot-directory", str(tmp_path / "snap"), "--report-epochs", "1",
                   "--minimum-gate-records", "5", "--batch-size", "16", "--force-deploy", "--device", "cpu"],

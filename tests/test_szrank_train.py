@@ -9,11 +9,12 @@ import time
 import pytest
 
 from conftest import run, tool
-from szrank.demo import synthesize_corpus
+from szrank.synthetic import synthesize_corpus
 from szrank.modelfile import load_model
+from szrank.plots import load_report
 from szrank.snapshot import SPLIT_RUNS
 from szrank.stream import write_stream
-from szrank.train import parse_args
+from szrank.train_config import parse_args
 
 # Every flag of the seed's parse_args with its default (--repository aside: the seed took its own checkout).
 SEED_DEFAULTS = {
@@ -60,7 +61,10 @@ def snapshot(tmp_path_factory):
 def test_missing_snapshot_and_missing_exporter_exit_2(tmp_path):
     result = run([tool("szrank"), "train", "--snapshot", str(tmp_path / "nope.sztx"), *FAST], cwd=tmp_path)
     assert result.returncode == 2 and "Transformer training failed:" in result.stderr and "nope.sztx" in result.stderr
-    result = run([tool("szrank"), "train", "--exporter", f"{sys.executable} -c 'import sys; sys.exit(3)'",
+    failing = tmp_path / "failing exporter"          # --exporter is a path, spaces and all
+    failing.write_text(f"#!{sys.executable}\nimport sys\nsys.exit(3)\n")
+    failing.chmod(0o755)
+    result = run([tool("szrank"), "train", "--exporter", str(failing),
                   "--archive-root", str(tmp_path), "--snapshot-directory", str(tmp_path / "snap"), *FAST],
                  cwd=tmp_path)
     assert result.returncode == 2 and "exited with status 3" in result.stderr
@@ -99,7 +103,7 @@ def test_gate_failure_exits_4_and_force_deploy_publishes(snapshot, tmp_path):
     assert published["model_generation"] == f"model_{model.digest_sha256}.sztf"
     assert (out / published["model_generation"]).read_bytes() == (out / "current.sztf").read_bytes()
     assert published["deployment_epochs"] == 1 and set(published["split_records"]) == set(SPLIT_RUNS)
-    validation = published["reporting_metrics"]["validation"]
+    validation = load_report(out)["reporting_metrics"]["validation"]   # the report with its curves file
     assert validation["records"] == TINY["validation"] and len(validation["calibration_bins"]["count"]) == 20
     assert published["training"]["device"] == "cpu" and published["training"]["bf16_autocast"] is False
 
@@ -118,7 +122,7 @@ def test_training_is_deterministic_on_cpu(snapshot, tmp_path):
 def test_a_run_in_process_puts_the_thread_count_back(snapshot, tmp_path):
     """`--threads 1` holds for the run only: a notebook or test that trains keeps its own count after."""
     import torch
-    from szrank.train import main
+    from szrank.cli import train_main as main
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -155,7 +159,7 @@ def test_split_runs_file_and_deployment_all_runs(tmp_path):
             "test": "00000000-0000-4000-8000-000000000003", "stress": "00000000-0000-4000-8000-000000000004"}
     extra = {"extra": "00000000-0000-4000-8000-000000000005"}
     import numpy as np
-    from szrank.demo import synthesize_run
+    from szrank.synthetic import synthesize_run
     corpus = np.concatenate([synthesize_corpus(runs, seed=3, records=TINY),
                              synthesize_run(np.random.default_rng(4), extra["extra"], 128)])
     snapshot = tmp_path / "other.sztx"
