@@ -1,0 +1,134 @@
+"""Build the documentation site from the notebooks: every notebook a page with its
+outputs (figures, tables), the API of both packages, `nbs/index.ipynb` as the landing page.
+
+nbdev's own `nbdev_docs` needs Quarto, which these machines cannot install; Sphinx
+with MyST-NB installs from the package registry (the `docs` extra) and executes the
+notebooks itself.  Cells flagged `#| slow` or `#| gpu` (nbdev's `tst_flags`), and
+`#| eval: false`, are not executed for the site, as `nbdev_test` does not run them.
+
+Usage: python .ci/make_site.py [--out _docs/site] [--fresh]
+  The notebooks are staged into `_docs_src/` (flags turned into MyST-NB cell tags)
+  and executed through a jupyter-cache in `_docs_src/.jupyter_cache`: a notebook is
+  executed again only when its code changed.  The executed notebooks land in
+  `_docs/jupyter_execute/`.  Open `_docs/site/index.html` in a browser.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pkgutil
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("suvi_fill", "szrank")
+NOT_EXECUTED = ("#| slow", "#| gpu", "#| eval: false")   # nbdev_test skips these (settings.ini tst_flags)
+HIDDEN = ("#| hide",)
+KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
+
+CONF = '''
+project = "suvi-szrank"
+author = "Research Tooling"
+extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode"]
+root_doc = "index"
+exclude_patterns = ["_build", ".jupyter_cache", "**/.ipynb_checkpoints"]
+html_theme = "sphinx_book_theme"
+html_title = "suvi-szrank"
+nb_execution_mode = "cache"
+nb_execution_cache_path = ".jupyter_cache"
+nb_execution_timeout = 900
+nb_execution_raise_on_error = False   # report every failing notebook (a warning, an error under -W)
+nb_execution_show_tb = True
+nb_merge_streams = True
+autodoc_default_options = {"members": True, "undoc-members": False}
+autodoc_typehints = "description"
+suppress_warnings = ["mystnb.unknown_mime_type", "myst.header", "misc.highlighting_failure"]
+'''
+
+
+def flag_of(source: str, flags) -> bool:
+    return any(line.strip().startswith(flags) for line in source.splitlines())
+
+
+def stage_notebook(source: Path, target: Path) -> None:
+    "Copy a notebook, turning nbdev flags into MyST-NB tags and giving it a kernelspec."
+    notebook = json.loads(source.read_text(encoding="utf-8"))
+    for cell in notebook["cells"]:
+        text = "".join(cell["source"])
+        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+        if cell["cell_type"] == "code" and flag_of(text, NOT_EXECUTED):
+            tags.append("skip-execution")
+        if flag_of(text, HIDDEN):
+            tags.append("remove-cell")
+    notebook["metadata"]["kernelspec"] = KERNELSPEC
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(notebook, indent=1), encoding="utf-8")
+
+
+def api_page(package: str) -> str:
+    "A MyST page listing every module of `package` with autodoc."
+    module = __import__(package)
+    names = [package] + sorted(m.name for m in pkgutil.walk_packages(module.__path__, f"{package}."))
+    parts = [f"# API: `{package}`\n"]
+    for name in names:
+        parts.append(f"## `{name}`\n\n```{{eval-rst}}\n.. automodule:: {name}\n```\n")
+    return "\n".join(parts)
+
+
+def stage(src: Path) -> list[str]:
+    "Stage every notebook and the API pages into `src`; returns the page names (no suffix)."
+    pages = []
+    for notebook in sorted((ROOT / "nbs").rglob("*.ipynb")):
+        relative = notebook.relative_to(ROOT / "nbs")
+        if ".ipynb_checkpoints" in relative.parts:
+            continue
+        stage_notebook(notebook, src / relative)
+        pages.append(relative.with_suffix("").as_posix())
+    for package in PACKAGES:
+        (src / "api" / f"{package}.md").parent.mkdir(parents=True, exist_ok=True)
+        (src / "api" / f"{package}.md").write_text(api_page(package), encoding="utf-8")
+        pages.append(f"api/{package}")
+    (src / "conf.py").write_text(CONF, encoding="utf-8")
+    return pages
+
+
+def add_toc(src: Path, pages: list[str]) -> None:
+    "Append the table of contents (every page but the landing one) to the staged index notebook."
+    index = src / "index.ipynb"
+    notebook = json.loads(index.read_text(encoding="utf-8"))
+    groups = {}
+    for page in pages:
+        if page != "index":
+            groups.setdefault(page.split("/")[0], []).append(page)
+    toc = "\n\n".join(f"```{{toctree}}\n:caption: {group}\n:maxdepth: 1\n\n" + "\n".join(entries) + "\n```"
+                      for group, entries in groups.items())
+    notebook["cells"].append({"cell_type": "markdown", "metadata": {}, "source": toc, "id": "site-toc"})
+    index.write_text(json.dumps(notebook, indent=1), encoding="utf-8")
+
+
+def build(out: Path, fresh: bool = False) -> int:
+    src = ROOT / "_docs_src"
+    cache = src / ".jupyter_cache"
+    if fresh and src.exists():
+        shutil.rmtree(src)
+    kept = cache.exists()
+    if kept:
+        cache.rename(ROOT / ".jupyter_cache_kept")
+    shutil.rmtree(src, ignore_errors=True)
+    src.mkdir()
+    if kept:
+        (ROOT / ".jupyter_cache_kept").rename(cache)
+    pages = stage(src)
+    add_toc(src, pages)
+    command = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", str(src), str(out)]
+    return subprocess.run(command, cwd=ROOT).returncode
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "_docs" / "site", help="where the HTML goes (default: _docs/site)")
+    parser.add_argument("--fresh", action="store_true", help="drop the execution cache and run every notebook")
+    args = parser.parse_args()
+    sys.exit(build(args.out.resolve(), args.fresh))
