@@ -100,7 +100,7 @@ def bracket(prep: dict, band: int) -> tuple:
 
 def fillable(sample) -> np.ndarray:
     "Bool (6,): the lost bands of `sample` that some frame holds (any filler can fill them)."
-    prep = sample if "aligned" in sample else prepare(sample)
+    prep = sample if isinstance(sample, dict) and "aligned" in sample else prepare(sample)
     lost = prep["lost"].cpu().numpy() > 0.5
     return np.array([bool(lost[b] and len(holders(prep, b))) for b in range(BANDS)])
 
@@ -282,8 +282,9 @@ def learned_filler(checkpoint, device="cpu") -> ModelFiller:
     if checkpoint is None:
         raise OptionError("the learned filler needs --checkpoint (a trainer's best.pt)")
     net = model.load_learned(checkpoint, device=device)
-    # The ladder comes from the checkpoint's recorded run arguments, not from the net.
-    return ModelFiller(net, "learned", device, offsets=net.checkpoint_args.get("offsets"))
+    # The ladder is the checkpoint's record (args.offsets in every schema), not an attribute of the net.
+    args = torch.load(checkpoint, map_location="cpu", weights_only=True).get("args", {})
+    return ModelFiller(net, "learned", device, offsets=args.get("offsets"))
 
 # %% ../nbs/suvi_fill/50_fillers.ipynb 14
 FILLERS = {

@@ -78,7 +78,7 @@ def ready_slices(directory) -> list:
         out.append((sequence, path, meta))
     return [(path, meta) for _, path, meta in sorted(out, key=lambda item: item[0])]
 
-
+# %% ../nbs/suvi_fill/40_pool.ipynb 7
 class SliceError(DataError, ValueError):
     "A slice directory whose `slice.json` is unreadable or lacks a field (a `ValueError` for older callers)."
 
@@ -106,7 +106,7 @@ class OpenSlice:
     def __iter__(self):
         return iter((self.shards, self.segments))
 
-
+# %% ../nbs/suvi_fill/40_pool.ipynb 8
 def _slice_calibration(path, meta):
     "The slice's calibration: from `slice.json`, else the corpus manifest published beside its shards."
     if meta.get("calibration") is not None:
@@ -157,7 +157,7 @@ def open_slice(path) -> OpenSlice:
         raise
     return OpenSlice(path, shards, [tuple(int(v) for v in segment) for segment in meta["segments"]], calibration)
 
-# %% ../nbs/suvi_fill/40_pool.ipynb 7
+# %% ../nbs/suvi_fill/40_pool.ipynb 10
 def _link_or_copy(source, destination):
     "Hard-link `source` to `destination`, copying when linking is impossible (another filesystem)."
     try:
@@ -216,8 +216,7 @@ def publish_slice(directory, shards_dir, days, satellites, chosen, split="train"
                     linked += 1
         if not linked:
             raise DataError(f"{shards_dir}: no shards for days {days[0]}..{days[-1]}")
-        # The cross-calibration travels in slice.json (`OpenSlice.calibration`); the corpus
-        # manifest rides along too, for readers of slices written before it did.
+        # Calibration travels in slice.json; the manifest too, for readers not taking it yet.
         manifest = Path(shards_dir) / segments_module.MANIFEST
         if manifest.exists():
             _link_or_copy(manifest, temporary / segments_module.MANIFEST)
@@ -234,7 +233,7 @@ def publish_slice(directory, shards_dir, days, satellites, chosen, split="train"
         raise
     return str(final)
 
-
+# %% ../nbs/suvi_fill/40_pool.ipynb 11
 def retire(directory, capacity) -> list:
     "Retire the oldest slices past `capacity` (rename out of sight, then delete); returns their paths."
     retired = []
@@ -249,7 +248,7 @@ def retire(directory, capacity) -> list:
         retired.append(path)
     return retired
 
-# %% ../nbs/suvi_fill/40_pool.ipynb 9
+# %% ../nbs/suvi_fill/40_pool.ipynb 13
 def split_days(manifest, split) -> list:
     "The days the `split` segments of `manifest` touch."
     try:
@@ -272,7 +271,7 @@ def windows(days, size) -> list:
         out.append(current)
     return out
 
-# %% ../nbs/suvi_fill/40_pool.ipynb 14
+# %% ../nbs/suvi_fill/40_pool.ipynb 18
 def produce(shards_dir, out, manifest_path=None, split=None, days=DAYS_PER_SLICE, capacity=CAPACITY,
             slices=0, interval=0.0, seed=0, fixed=False, say=print) -> list:
     "The producer loop; returns the paths of the slices it published."
