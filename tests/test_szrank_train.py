@@ -180,3 +180,18 @@ def test_split_runs_file_and_deployment_all_runs(tmp_path):
     assert report["split_records"]["deployment_extra"] == 128
     assert report["deployment_training_history"][0]["training"]["records"] == 4 * 128 + 128
     assert report["report_training_history"][0]["training"]["records"] == 128
+
+
+def test_report_keeps_the_seeds_size_and_says_deterministic_truthfully(snapshot, tmp_path):
+    "The plot curves go to curves.json; `deterministic` is what torch ran with (false with --nondeterministic)."
+    for name, flags, deterministic in (("a", [], True), ("b", ["--nondeterministic"], False)):
+        out = tmp_path / name
+        result = run([tool("szrank"), "train", "--snapshot", str(snapshot), "--output-directory", str(out), *FAST,
+                      "--minimum-gate-records", "1", "--force-deploy", "--max-records-per-split", "128", *flags])
+        assert result.returncode == 0, result.stderr
+        report = json.loads((out / "report.json").read_text())
+        assert report["training"]["deterministic"] is deterministic
+        assert all("calibration_bins" not in metrics for metrics in report["reporting_metrics"].values())
+        curves = json.loads((out / "curves.json").read_text())["reporting_metrics"]
+        assert set(curves["validation"]) == {"calibration_bins", "precision_recall", "gain_by_decile"}
+        assert (out / f"curves_{report['model_digest_sha256']}.json").exists()
