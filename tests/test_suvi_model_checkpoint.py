@@ -58,3 +58,13 @@ def test_load_learned_refuses_a_trainer_checkpoint_of_another_layout(trained, tm
     torch.save(state, tmp_path / "older.pt")
     with pytest.raises(ValueError, match="older.pt: trained under conditioning layout"):
         model.load_learned(tmp_path / "older.pt")
+
+
+def test_load_learned_reads_a_checkpoint_written_the_old_way(trained, tmp_path):
+    "A file as the seed's trainer wrote it: no 'net' or 'version', the architecture only in the flags."
+    state = torch.load(trained / "run" / "last.pt", weights_only=True)
+    del state["net"], state["version"]
+    torch.save(state, tmp_path / "seed_way.pt")
+    net = model.load_learned(tmp_path / "seed_way.pt")
+    assert net.config == dict(base=8, depth=2, relative=True, corr_flow=False, attention=True)
+    assert net.offsets == samples.OFFSETS

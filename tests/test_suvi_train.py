@@ -353,7 +353,8 @@ def test_sigkill_mid_run_resumes_losing_at_most_eval_every(corpus, tmp_path):
 
 def _args(corpus, **overrides):
     from suvi_fill.train_config import TrainConfig
-    return TrainConfig(shards=str(corpus), manifest=str(corpus / "manifest.json"), out="unused", **overrides)
+    return TrainConfig(**{"shards": str(corpus), "manifest": str(corpus / "manifest.json"), "out": "unused",
+                          **overrides})
 
 
 def _split(corpus, name):
@@ -437,3 +438,62 @@ def test_two_process_ddp_trains_logs_once_and_resumes(corpus, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "resumed from" in result.stdout
     assert history(out)[-1]["step"] == 6 and state(out / "last.pt")["step"] == 6
+
+
+# ------------------------------------------------------------- seed-contract fixes
+
+def test_every_count_flag_is_refused_with_a_line_naming_it(corpus, tmp_path):
+    for flags, named in ((("--eval-every", "0"), "--eval-every 0"), (("--batch", "0"), "--batch 0"),
+                         (("--workers", "-1"), "--workers -1"), (("--max-steps", "-5"), "--max-steps -5"),
+                         (("--epochs", "0"), "--epochs 0"), (("--steps-per-epoch", "0"), "--steps-per-epoch 0"),
+                         (("--plateau-evals", "-1"), "--plateau-evals -1"), (("--gap-max", "-1"), "--gap-max -1"),
+                         (("--span", "20"), "--span 20: not a rung")):
+        message = refusal(corpus, tmp_path, *flags)
+        assert message.startswith(named) and "\n" not in message, message
+
+
+def test_a_missing_resume_checkpoint_is_refused_with_exit_2(corpus, tmp_path):
+    result = train(corpus, tmp_path / "run", "--resume", str(tmp_path / "nope" / "last.pt"), "--max-steps", "2")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "--resume" in result.stderr and "no such file" in result.stderr
+    assert not (tmp_path / "run").exists(), "a refused resume started a fresh run"
+
+
+def test_a_manifest_without_span_min_is_refused_unless_span_is_given(corpus, tmp_path):
+    from suvi_fill.errors import DataError
+    from suvi_fill.train_data import read_corpus
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    del manifest["span_min"]
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(DataError, match="manifest.json: no 'span_min'; pass --span"):
+        read_corpus(_args(corpus, manifest=str(tmp_path / "manifest.json")))
+    assert max(read_corpus(_args(corpus, manifest=str(tmp_path / "manifest.json"), span=64)).offsets) == 64
+
+
+def test_gap_max_defaults_to_the_seeds_damage_and_every_option_says_its_default():
+    import argparse
+    from suvi_fill.train_config import TrainConfig, add_arguments
+    assert TrainConfig(shards="s", manifest="m", out="o").gap_max == 0
+    parser = add_arguments(argparse.ArgumentParser())
+    parser.format_help()                                # a stray '%' in a help text fails here
+    for action in parser._actions:
+        if action.dest != "help":
+            assert action.required or "default" in (action.help or ""), action.dest
+
+
+def test_resumed_baseline_is_marked_and_evaluate_builds_the_net_from_the_checkpoint(short_run, corpus, tmp_path):
+    out, _ = short_run
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy)
+    result = train(corpus, copy, "--resume", str(copy / "last.pt"), "--max-steps", "8", "--eval-every", "2",
+                   "--steps-per-epoch", "100", "--warmup", "4", "--lr", "1e-5")
+    assert result.returncode == 0, result.stderr
+    rows = history(copy)
+    resumed = [r for r in rows if r.get("resumed")]
+    assert len(resumed) == 1 and resumed[0]["step"] == 6 and resumed[0]["untrained"] is False
+    for row in rows[1:]:
+        assert SEED_ROW_FIELDS <= set(row), SEED_ROW_FIELDS - set(row)
+    # --base/--depth other than the checkpoint's: the net still comes from the checkpoint.
+    scored = train(corpus, tmp_path / "eval", "--evaluate", str(out / "last.pt"), "--base", "8", "--depth", "2")
+    assert scored.returncode == 0, scored.stderr
+    assert "(step 6): val " in scored.stdout
