@@ -21,7 +21,8 @@ from pathlib import Path
 
 import torch
 
-from suvi_fill import losses, model, train as trainer
+from suvi_fill import losses, model, train as trainer, train_data
+from suvi_fill.train_config import TrainConfig
 from suvi_fill.device import autocast_enabled
 
 WARMUP = 2
@@ -41,15 +42,13 @@ def build_corpus(where, hours, resolution):
 
 
 def measure(shards, device, workers, steps, batch, base, depth):
-    parser = argparse.ArgumentParser()
-    args = trainer.add_arguments(parser).parse_args(
-        ["--shards", str(shards), "--manifest", str(shards / "manifest.json"), "--out", "unused",
-         "--workers", str(workers), "--batch", str(batch), "--base", str(base), "--depth", str(depth)])
-    manifest, satellites, offsets, seg_splits, splits = trainer.read_corpus(args)
-    trace = trainer.load_availability(str(shards))
-    data = trainer.ShardSet(str(shards), splits["train"], satellites, availability=trace,
-                            offsets=offsets, segments=seg_splits["train"])
-    loader = trainer.make_train_loader(data, args, device)
+    args = TrainConfig(shards=str(shards), manifest=str(shards / "manifest.json"), out="unused",
+                       workers=workers, batch=batch, base=base, depth=depth).check()
+    manifest, satellites, offsets, seg_splits, splits = train_data.read_corpus(args)
+    trace = train_data.load_availability(str(shards))
+    data = train_data.ShardSet(str(shards), splits["train"], satellites, availability=trace,
+                               offsets=offsets, segments=seg_splits["train"])
+    loader = train_data.make_train_loader(data, args, device)
     net = model.build(base=base, depth=depth).to(device).to(memory_format=torch.channels_last)
     optimiser = torch.optim.AdamW(net.parameters(), lr=1e-4)
     waited = busy = 0.0
