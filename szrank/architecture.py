@@ -80,7 +80,7 @@ NORMALIZATION = "pre-LayerNorm plus final LayerNorm"
 DROPOUT = 0.0                      # none: the ensemble's bootstrap is the regulariser
 BOOTSTRAP = "independent capped Poisson(1)"
 
-
+# %% ../nbs/szrank/20_architecture.ipynb 15
 def architecture_report() -> dict:
     "The report's `architecture` entry, from the constants of this module."
     return {"ensemble": ENSEMBLE_SIZE, "tokens": TOKENS, "face_features": FACE_FEATURES,

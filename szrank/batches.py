@@ -31,7 +31,7 @@ __all__ = ['IO_CHUNK_RECORDS', 'RAW_RECORD', 'MAP_FLAGS', 'SAMPLE_WEIGHT_MIN', '
 IO_CHUNK_RECORDS = 4096             # records per disk read / chunk descriptor (7.5 MB), as the seed
 RAW_RECORD = np.dtype((np.void, EXPECTED_RECORD_SIZE))  # a record as opaque bytes: gathers are plain memcpy
 
-
+# %% ../nbs/szrank/12_batches.ipynb 5
 def _split_order(snapshot: SnapshotInfo, splits: Iterable[str]) -> list[str]:
     "The requested splits in the snapshot's fixed order (never a set's hash order)."
     splits = {splits} if isinstance(splits, str) else set(splits)
@@ -41,7 +41,7 @@ def _split_order(snapshot: SnapshotInfo, splits: Iterable[str]) -> list[str]:
         raise ValueError(f"unknown split(s) {', '.join(unknown)}: a snapshot has {', '.join(known)}")
     return [name for name in known if name in splits]
 
-
+# %% ../nbs/szrank/12_batches.ipynb 6
 def chunk_descriptors(snapshot: SnapshotInfo, splits: Iterable[str], chunk_records: int,
                       max_records_per_split: int = 0) -> list[tuple[int, int]]:
     "`(first_record, count)` chunks covering the selected records of `splits` (at most `max_records_per_split` each)."
@@ -57,7 +57,7 @@ def chunk_descriptors(snapshot: SnapshotInfo, splits: Iterable[str], chunk_recor
                 break
     return descriptors
 
-
+# %% ../nbs/szrank/12_batches.ipynb 7
 def iter_record_batches(snapshot: SnapshotInfo, splits: Iterable[str], batch_size: int, shuffle_records: int,
                         seed: int, max_records_per_split: int) -> Iterator[np.ndarray]:
     "Yield `RECORD_DTYPE` arrays of `batch_size` records (the last may be shorter): one epoch, bounded memory."
@@ -79,7 +79,7 @@ def iter_record_batches(snapshot: SnapshotInfo, splits: Iterable[str], batch_siz
     return _batches(Path(snapshot.path), snapshot.record_count, descriptors, batch_size, capacity,
                     io_chunk_records, rng if shuffle else None)
 
-
+# %% ../nbs/szrank/12_batches.ipynb 8
 def _batches(path: Path, record_count: int, descriptors: list[tuple[int, int]], batch_size: int, capacity: int,
              io_chunk_records: int, rng: np.random.Generator | None) -> Iterator[np.ndarray]:
     name = str(path)
@@ -101,7 +101,7 @@ def _batches(path: Path, record_count: int, descriptors: list[tuple[int, int]], 
 # call instead of one page fault per 64 KB, which roughly halves the cost of mapping.
 MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
 
-
+# %% ../nbs/szrank/12_batches.ipynb 9
 class _ChunkReader:
     """Whole records `[first, first + count)` of an open snapshot, as a read-only `RAW_RECORD` array.
 
@@ -145,7 +145,7 @@ class _ChunkReader:
         return SnapshotError(f"{self.name}: record {record}: file ends early (the snapshot changed since it was "
                              "inspected)")
 
-
+# %% ../nbs/szrank/12_batches.ipynb 10
 def _file_order(descriptors, batch_size, chunks) -> Iterator[np.ndarray]:
     "File order: batches are views of each chunk; only a batch that spans two chunks is copied together."
     carry = np.empty(0, dtype=RAW_RECORD)
@@ -165,7 +165,7 @@ def _file_order(descriptors, batch_size, chunks) -> Iterator[np.ndarray]:
     if len(carry):
         yield carry.view(RECORD_DTYPE)
 
-
+# %% ../nbs/szrank/12_batches.ipynb 11
 def _shuffled(descriptors, batch_size, capacity, io_chunk_records, record_size, chunks, rng) -> Iterator[np.ndarray]:
     "Shuffled: chunks are copied into one reused buffer; each batch is a gather (`take`) into a fresh array."
     buffer = np.empty(capacity + io_chunk_records, dtype=RAW_RECORD)   # pages are touched only as filled
@@ -189,9 +189,7 @@ def _shuffled(descriptors, batch_size, capacity, io_chunk_records, record_size, 
         for start in range(0, fill, batch_size):
             yield buffer.take(order[start:start + batch_size]).view(RECORD_DTYPE)
 
-
-
-# %% ../nbs/szrank/12_batches.ipynb 8
+# %% ../nbs/szrank/12_batches.ipynb 15
 SAMPLE_WEIGHT_MIN = 0.60            # weight floor: a short single-chain observation still counts
 SAMPLE_WEIGHT_MAX = 2.0             # weight cap: max-of-many descendants must not dominate
 ROLLOUT_EFFORT_SCALE = 1_000_001.0  # log1p(iterations) / log(this): full effort at a million iterations
@@ -199,7 +197,7 @@ ACTION_LIMITS = np.array([FACE_COUNT, MOVE_COUNT, SCALE_COUNT])  # plane, move, 
 NO_ACTION = -1                      # the exporter's "no action was taken"
 FACE_FLOATS = FACE_COUNT * FACE_FEATURES
 
-
+# %% ../nbs/szrank/12_batches.ipynb 16
 class RecordError(SzrankError, ValueError):
     "A record whose content the trainer must not train on (names the record's run and sequence)."
 
@@ -212,7 +210,7 @@ LABEL_DTYPE = np.dtype({name: (dtype, offset - GAIN_OFFSET)       # the record's
                         for name, (dtype, offset) in RECORD_DTYPE.fields.items() if offset >= GAIN_OFFSET})
 assert LABEL_DTYPE.itemsize == LABEL_SPAN.stop - LABEL_SPAN.start
 
-
+# %% ../nbs/szrank/12_batches.ipynb 17
 @dataclasses.dataclass
 class TrainingBatch:
     """One decoded batch: features, labels, logged actions and propensities, sample weights (CPU tensors until `.to`).
@@ -252,7 +250,7 @@ class TrainingBatch:
             for field in dataclasses.fields(self)
         })
 
-
+# %% ../nbs/szrank/12_batches.ipynb 18
 def batch_records(records) -> np.ndarray:
     "A `RECORD_DTYPE` array from an array, whole-record bytes, or a sequence of 1824-byte records."
     if isinstance(records, np.ndarray):
@@ -267,7 +265,7 @@ def batch_records(records) -> np.ndarray:
             raise RecordError(f"record {index} of the batch has {len(record)} bytes, not {EXPECTED_RECORD_SIZE}")
     return np.frombuffer(b"".join(records), dtype=RECORD_DTYPE)
 
-
+# %% ../nbs/szrank/12_batches.ipynb 19
 def _record_fault(records: np.ndarray, bad: np.ndarray, what: str) -> RecordError:
     index = int(np.argmax(bad))
     run = uuid.UUID(bytes=records["run_id"][index].tobytes())
@@ -276,13 +274,13 @@ def _record_fault(records: np.ndarray, bad: np.ndarray, what: str) -> RecordErro
     more = f" ({others} more record(s) in this batch have this fault)" if others else ""
     return RecordError(f"run {run} sequence {sequence} (record {index} of the batch): {what(index)}{more}")
 
-
+# %% ../nbs/szrank/12_batches.ipynb 20
 def _maybe_non_finite(*arrays: np.ndarray) -> bool:
     "Fast screen: False proves every value finite; True means look closer (NaN, inf, or a float32 overflow)."
     with np.errstate(over="ignore", invalid="ignore"):   # overflow only sends us to the exact test
         return not all(math.isfinite(float(np.dot(flat, flat))) for flat in (a.reshape(-1) for a in arrays))
 
-
+# %% ../nbs/szrank/12_batches.ipynb 21
 def decode_batch(records) -> TrainingBatch:
     "Decode a block of v1 records (array, bytes, or list of bytes) into a validated `TrainingBatch`."
     records = batch_records(records)
@@ -346,5 +344,3 @@ def decode_batch(records) -> TrainingBatch:
         scale_propensity=torch.from_numpy(propensity[2]),
         sample_weight=torch.from_numpy(sample_weight),
     )
-
-

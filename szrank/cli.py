@@ -34,7 +34,7 @@ class Command:
 # %% ../nbs/szrank/95_cli.ipynb 5
 PERSON_ERRORS = (SzrankError, ValueError, OSError, EOFError, RuntimeError)  # one line each; anything else is a bug
 
-
+# %% ../nbs/szrank/95_cli.ipynb 6
 def _chosen_runner(sub, commands: Sequence[Command], argv: list) -> Callable | None:
     "Add every subcommand's parser; load (only) the chosen one's arguments and return its runner."
     chosen = None
@@ -46,7 +46,7 @@ def _chosen_runner(sub, commands: Sequence[Command], argv: list) -> Callable | N
                 chosen = (command, subparser)
     return chosen[0].load()(chosen[1]) if chosen else None
 
-# %% ../nbs/szrank/95_cli.ipynb 6
+# %% ../nbs/szrank/95_cli.ipynb 7
 def run_cli(prog: str, description: str, commands: Sequence[Command], argv: Sequence[str] | None = None) -> int:
     "Parse `argv` against `commands`, run the chosen one, map errors to exit codes."
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -67,7 +67,7 @@ def run_cli(prog: str, description: str, commands: Sequence[Command], argv: Sequ
         print(f"{prog} {args.command}: error: {message}", file=sys.stderr, flush=True)
         return getattr(exc, "status", REFUSED)
 
-# %% ../nbs/szrank/95_cli.ipynb 8
+# %% ../nbs/szrank/95_cli.ipynb 9
 def version_command(parser: argparse.ArgumentParser) -> Callable:
     "`version`: print the versions of szrank, numpy and torch."
     def run(args) -> int:
@@ -80,7 +80,7 @@ def version_command(parser: argparse.ArgumentParser) -> Callable:
         return 0
     return run
 
-# %% ../nbs/szrank/95_cli.ipynb 11
+# %% ../nbs/szrank/95_cli.ipynb 12
 def run_train(args: argparse.Namespace) -> int:
     "`szrank train` with the seed's exit codes and one-line messages: 0, 4 gate failed, 2 failure, 130."
     from szrank.common import lower_priority
@@ -98,20 +98,20 @@ def run_train(args: argparse.Namespace) -> int:
         print(f"Transformer training failed: {message}", file=sys.stderr, flush=True)
         return getattr(exc, "status", REFUSED)
 
-
+# %% ../nbs/szrank/95_cli.ipynb 13
 def train_command(parser: argparse.ArgumentParser) -> Callable:
     "`szrank train`: the trainer's flags on `parser`; returns the runner."
     from szrank.train_config import add_train_arguments
     add_train_arguments(parser)
     return run_train
 
-
+# %% ../nbs/szrank/95_cli.ipynb 14
 def train_main(argv: Sequence[str] | None = None) -> int:
     "`szrank train ARGV...` in process; returns the exit code."
     from szrank.train_config import parse_args
     return run_train(parse_args(sys.argv[1:] if argv is None else list(argv)))
 
-# %% ../nbs/szrank/95_cli.ipynb 13
+# %% ../nbs/szrank/95_cli.ipynb 16
 DESCRIPTION = "The Szilassi proposal ranker: corpus, training, search and publishing."
 
 COMMANDS = (
@@ -124,7 +124,7 @@ COMMANDS = (
     Command("demo", "run the end-to-end demo on the embedded default data", "szrank.demo:demo_command"),
 )
 
-
+# %% ../nbs/szrank/95_cli.ipynb 17
 def main(argv=None) -> int:
     "Entry point of the `szrank` console script."
     return run_cli("szrank", DESCRIPTION, COMMANDS, argv)

@@ -26,13 +26,13 @@ def fsync_directory(directory: Path) -> None:
         try: os.fsync(fd)
         finally: os.close(fd)
 
-
+# %% ../nbs/szrank/02_common.ipynb 5
 def temporary_sibling(path: Path) -> Path:
     "A unique temporary name beside `path`, for write-then-replace."
     path = Path(path)
     return path.with_name(f".{path.name}.tmp.{os.getpid()}.{uuid.uuid4().hex}")
 
-
+# %% ../nbs/szrank/02_common.ipynb 6
 def atomic_write(path: Path, payload: bytes, durable: bool = True) -> None:
     """Write `payload` to `path` atomically: temp name, fsync, `os.replace`.
 
@@ -55,13 +55,13 @@ def atomic_write(path: Path, payload: bytes, durable: bool = True) -> None:
         with contextlib.suppress(FileNotFoundError):
             temporary.unlink()
 
-
+# %% ../nbs/szrank/02_common.ipynb 7
 def atomic_write_json(path: Path, value: object) -> None:
     "Write `value` as sorted, indented UTF-8 JSON, atomically."
     payload = (json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True) + "\n").encode("utf-8")
     atomic_write(path, payload)
 
-# %% ../nbs/szrank/02_common.ipynb 7
+# %% ../nbs/szrank/02_common.ipynb 10
 @contextlib.contextmanager
 def atomic_writer(path: Path):
     "Context manager: yield a binary file that replaces `path` only on success."
@@ -79,7 +79,7 @@ def atomic_writer(path: Path):
         with contextlib.suppress(FileNotFoundError):
             temporary.unlink()
 
-# %% ../nbs/szrank/02_common.ipynb 10
+# %% ../nbs/szrank/02_common.ipynb 13
 def read_exact(stream: BinaryIO, size: int) -> bytes:
     "Read exactly `size` bytes or raise `EOFError` saying how many arrived."
     parts: list[bytes] = []
@@ -92,10 +92,10 @@ def read_exact(stream: BinaryIO, size: int) -> bytes:
         remaining -= len(part)
     return b"".join(parts)
 
-# %% ../nbs/szrank/02_common.ipynb 13
+# %% ../nbs/szrank/02_common.ipynb 16
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
-
+# %% ../nbs/szrank/02_common.ipynb 17
 def pick_device(name: str = "auto"):
     "Resolve `auto|cpu|cuda` to a `torch.device`; asking for CUDA without one is an error."
     import torch
@@ -107,18 +107,18 @@ def pick_device(name: str = "auto"):
         raise ValueError("--device cuda: no CUDA (or ROCm) device is available; use --device cpu")
     return torch.device(name)
 
-
+# %% ../nbs/szrank/02_common.ipynb 18
 def autocast_enabled(device) -> bool:
     "bf16 autocast only on CUDA devices."
     return getattr(device, "type", str(device)) == "cuda"
 
-# %% ../nbs/szrank/02_common.ipynb 16
+# %% ../nbs/szrank/02_common.ipynb 21
 def check_threads(count: int | None) -> None:
     "Refuse a `--threads` count below 1 (`None` means torch's own choice)."
     if count is not None and count < 1:
         raise ValueError(f"--threads {count}: needs at least 1 (leave it out for torch's default)")
 
-
+# %% ../nbs/szrank/02_common.ipynb 22
 @contextlib.contextmanager
 def cpu_threads(count: int | None):
     "Run the block on `count` torch CPU threads (None: unchanged); the previous count is restored after."
@@ -132,10 +132,10 @@ def cpu_threads(count: int | None):
     finally:
         torch.set_num_threads(before)
 
-# %% ../nbs/szrank/02_common.ipynb 19
+# %% ../nbs/szrank/02_common.ipynb 25
 DISTRIBUTION = "suvi-szrank"
 
-
+# %% ../nbs/szrank/02_common.ipynb 26
 def package_version() -> str:
     "The project version from settings.ini (via the installed distribution's metadata)."
     from configparser import ConfigParser
@@ -153,11 +153,11 @@ def package_version() -> str:
     except PackageNotFoundError:
         return "0+unknown"
 
-# %% ../nbs/szrank/02_common.ipynb 22
+# %% ../nbs/szrank/02_common.ipynb 29
 TRAINER_NICENESS = 5                    # the seed's os.nice(5)
 BELOW_NORMAL_PRIORITY_CLASS = 0x00004000  # Windows SetPriorityClass value
 
-
+# %% ../nbs/szrank/02_common.ipynb 30
 def lower_priority() -> None:
     "Lower this process below interactive work (the seed's `set_below_normal_priority`); a warning if refused."
     if os.name != "nt":

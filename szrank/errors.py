@@ -18,14 +18,14 @@ class SzrankError(Exception):
     "An error for a person: the CLI prints `str(error)` as one line and exits `status`."
     status = REFUSED
 
-
+# %% ../nbs/szrank/01_errors.ipynb 5
 class ConfigError(SzrankError, ValueError):
     "A setting that cannot work (a flag out of range, a missing file): refused before any work."
 
-# %% ../nbs/szrank/01_errors.ipynb 7
+# %% ../nbs/szrank/01_errors.ipynb 8
 class ToolError(SzrankError, RuntimeError):
     "An external program (the exporter) failed or could not be started."
 
-
+# %% ../nbs/szrank/01_errors.ipynb 9
 class InvariantError(SzrankError, ValueError):
     "Data that breaks a rule the code relies on (a triangulation that is not one, a zero plane normal)."

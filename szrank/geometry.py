@@ -30,7 +30,7 @@ PAIRS_PER_FACE = 44          # 11 * 8 / 2 non-adjacent edge pairs; also 66 - 22 
 _LOCAL_PAIRS = np.array([(k, l) for k in range(LINK_LENGTH) for l in range(k + 2, LINK_LENGTH)
                          if not (k == 0 and l == LINK_LENGTH - 1)])
 
-
+# %% ../nbs/szrank/31_geometry.ipynb 6
 @dataclasses.dataclass(frozen=True, eq=False)
 class Layout:
     """Index arrays of one topology (faces 0..11, triangles 0..43 in facet-list order).
@@ -67,7 +67,7 @@ class Layout:
         c = self.corners
         return np.stack([c[f, k], c[f, (k + 1) % LINK_LENGTH], c[f, l], c[f, (l + 1) % LINK_LENGTH]], axis=1)
 
-
+# %% ../nbs/szrank/31_geometry.ipynb 7
 def layout_from_facets(facets) -> Layout:
     "Build the index arrays of a neighbourly genus-6 triangulation on vertices 1..12."
     facets = normalise(facets)
@@ -119,7 +119,7 @@ def layout_from_facets(facets) -> Layout:
     return Layout(facets, triangles, corners, neighbours, face_edges, edge_ends, edge_faces, cross, pierce,
                   sides, plane_triangles, incidence, skip.reshape(*shape, LINK_LENGTH), rim.reshape(4, *shape))
 
-
+# %% ../nbs/szrank/31_geometry.ipynb 8
 @lru_cache(maxsize=None)
 def layout(index: int) -> Layout:
     "The cached `Layout` of topology `index` (0..58)."
@@ -127,7 +127,7 @@ def layout(index: int) -> Layout:
         raise InvariantError(f"topology index must be 0..{len(TOPOLOGIES) - 1}, got {index}")
     return layout_from_facets(TOPOLOGIES[index])
 
-# %% ../nbs/szrank/31_geometry.ipynb 8
+# %% ../nbs/szrank/31_geometry.ipynb 11
 def unit_planes(normals, offsets) -> tuple[np.ndarray, np.ndarray]:
     "Normalise planes to unit normals (offsets scaled alike); float64 copies."
     normals = np.asarray(normals, dtype=np.float64)
@@ -139,13 +139,13 @@ def unit_planes(normals, offsets) -> tuple[np.ndarray, np.ndarray]:
         raise InvariantError("a plane normal is zero")
     return normals / length[..., None], offsets / length
 
-
+# %% ../nbs/szrank/31_geometry.ipynb 12
 def frame(normals, offsets) -> tuple[np.ndarray, np.ndarray]:
     "Centre (..., 3): least-squares point of the planes; scale (...): RMS plane distance from it."
     n, d = unit_planes(normals, offsets)
     return _frame(n, d)
 
-
+# %% ../nbs/szrank/31_geometry.ipynb 13
 def _frame(n, d):
     gram = np.einsum("...fi,...fj->...ij", n, n) + 1e-12 * np.eye(3)
     rhs = np.einsum("...fi,...f->...i", n, d)
@@ -157,14 +157,14 @@ def _frame(n, d):
     scale = np.sqrt(np.mean(distance ** 2, axis=-1))
     return centre, np.maximum(scale, 1e-300)
 
-
+# %% ../nbs/szrank/31_geometry.ipynb 14
 def _cross(a, b):
     "Cross product over the last axis (np.cross is slow on small arrays)."
     ax, ay, az = a[..., 0], a[..., 1], a[..., 2]
     bx, by, bz = b[..., 0], b[..., 1], b[..., 2]
     return np.stack([ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx], axis=-1)
 
-
+# %% ../nbs/szrank/31_geometry.ipynb 15
 def _vertices(n, d, triangles):
     a, b, c = n[..., triangles[:, 0], :], n[..., triangles[:, 1], :], n[..., triangles[:, 2], :]
     bc, ca, ab = _cross(b, c), _cross(c, a), _cross(a, b)
@@ -175,12 +175,12 @@ def _vertices(n, d, triangles):
                  + d[..., triangles[:, 2], None] * ab)
     return numerator / safe[..., None], near_parallel
 
-
+# %% ../nbs/szrank/31_geometry.ipynb 16
 def _far(vertices, centre, scale):
     offset = vertices - centre[..., None, :]
     return np.einsum("...i,...i->...", offset, offset) > (FAR_AWAY * scale[..., None]) ** 2
 
-
+# %% ../nbs/szrank/31_geometry.ipynb 17
 def dual_vertices(normals, offsets, triangles: np.ndarray):
     """Vertices (..., T, 3) where the plane triples `triangles (T, 3)` meet, with flags.
 
@@ -188,7 +188,7 @@ def dual_vertices(normals, offsets, triangles: np.ndarray):
     n, d = unit_planes(normals, offsets)
     return _dual(n, d, triangles)
 
-
+# %% ../nbs/szrank/31_geometry.ipynb 18
 def _dual(n, d, triangles):
     vertices, near_parallel = _vertices(n, d, triangles)
     centre, scale = _frame(n, d)
@@ -196,7 +196,7 @@ def _dual(n, d, triangles):
     vertices = np.where((near_parallel | at_infinity)[..., None], np.nan, vertices)
     return vertices, near_parallel, at_infinity
 
-
+# %% ../nbs/szrank/31_geometry.ipynb 19
 def plane_bases(normals) -> tuple[np.ndarray, np.ndarray]:
     "Orthonormal in-plane axes u, v (..., 12, 3) with u × v = n for unit normals n."
     n = np.asarray(normals)
@@ -205,7 +205,7 @@ def plane_bases(normals) -> tuple[np.ndarray, np.ndarray]:
     u /= np.sqrt(np.einsum("...i,...i->...", u, u))[..., None]
     return u, _cross(n, u)
 
-# %% ../nbs/szrank/31_geometry.ipynb 10
+# %% ../nbs/szrank/31_geometry.ipynb 21
 def winding_numbers(points2d, polygons2d) -> np.ndarray:
     "Winding number (...) of 2-D points (..., 2) around closed polygons (..., K, 2) (upward/downward crossing rule)."
     points2d, polygons2d = np.asarray(points2d, float), np.asarray(polygons2d, float)
@@ -216,7 +216,7 @@ def winding_numbers(points2d, polygons2d) -> np.ndarray:
     down = (a[..., 1] > y) & (b[..., 1] <= y) & (left < 0)
     return up.sum(axis=-1) - down.sum(axis=-1)
 
-
+# %% ../nbs/szrank/31_geometry.ipynb 22
 @lru_cache(maxsize=None)
 def _flat_indices(L: Layout) -> dict:
     "Flat gather indices into the (44 * 12) distance rows: vertex t, plane g -> 12 * t + g."
@@ -240,14 +240,14 @@ def _flat_indices(L: Layout) -> dict:
                 rim=np.stack([a1 * G + oj, b1 * G + oj, a2 * G + oi, b2 * G + oi]),
                 winding_flat=winding.reshape(4, FACE_COUNT * PAIRS_PER_FACE, LINK_LENGTH), incident=incident)
 
-
+# %% ../nbs/szrank/31_geometry.ipynb 23
 def signed_distances(vertices, normals, offsets, layout: Layout) -> np.ndarray:
     "S (B, 44, 12): distance of every dual vertex to every (unit) plane, exactly 0 at incidences."
     S = np.matmul(vertices, np.swapaxes(normals, -1, -2)) - offsets[:, None, :]
     S[:, _flat_indices(layout)["incident"]] = 0.0
     return S
 
-
+# %% ../nbs/szrank/31_geometry.ipynb 24
 def _pair_tests(L: Layout, S):
     "cross (B, 528), pierce (B, 528), plane crossing (B, 528) from the signed distances (B, 44, 12)."
     index = _flat_indices(L)
@@ -274,7 +274,7 @@ def _pair_tests(L: Layout, S):
     pierce = pierce.reshape(B, -1)
     return cross, pierce, plane_cross.reshape(B, -1)
 
-# %% ../nbs/szrank/31_geometry.ipynb 14
+# %% ../nbs/szrank/31_geometry.ipynb 28
 @dataclasses.dataclass
 class Defects:
     """Defect counts of a batch of configurations (leading axis B).
@@ -304,7 +304,7 @@ class Defects:
         "No degenerate vertex: the counts describe a real polyhedron candidate."
         return self.degenerate == 0
 
-
+# %% ../nbs/szrank/31_geometry.ipynb 29
 def _defects(L: Layout, cross, pierce, plane_cross, near_parallel, at_infinity) -> Defects:
     shape = (-1, FACE_COUNT, PAIRS_PER_FACE)
     face_crossings = cross.reshape(shape).sum(axis=-1)
@@ -314,14 +314,14 @@ def _defects(L: Layout, cross, pierce, plane_cross, near_parallel, at_infinity) 
     return Defects(face_crossings.sum(axis=-1), face_pierced.sum(axis=-1), near + far, near, far,
                    face_crossings, face_piercing, face_pierced, cross, pierce, plane_cross)
 
-
+# %% ../nbs/szrank/31_geometry.ipynb 30
 def _batch(normals, offsets):
     n, d = unit_planes(normals, offsets)
     if n.ndim == 2:
         return n[None], d[None]
     return n.reshape(-1, FACE_COUNT, 3), d.reshape(-1, FACE_COUNT)
 
-
+# %% ../nbs/szrank/31_geometry.ipynb 31
 def evaluate(normals, offsets, layout: Layout) -> Defects:
     "Defects of one configuration (12, 3)/(12,) or a batch (B, 12, 3)/(B, 12); always batched output."
     n, d = _batch(normals, offsets)
@@ -329,7 +329,7 @@ def evaluate(normals, offsets, layout: Layout) -> Defects:
     cross, pierce, plane_cross = _pair_tests(layout, signed_distances(vertices, n, d, layout))
     return _defects(layout, cross, pierce, plane_cross, near_parallel, at_infinity)
 
-# %% ../nbs/szrank/31_geometry.ipynb 16
+# %% ../nbs/szrank/31_geometry.ipynb 33
 def random_planes(rng: np.random.Generator, count: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     "Planes tangent to the unit sphere at uniformly random points: normals (…, 12, 3), offsets 1."
     shape = (FACE_COUNT, 3) if count is None else (count, FACE_COUNT, 3)
@@ -337,7 +337,7 @@ def random_planes(rng: np.random.Generator, count: int | None = None) -> tuple[n
     normals /= np.linalg.norm(normals, axis=-1, keepdims=True)
     return normals, np.ones(shape[:-1])
 
-# %% ../nbs/szrank/31_geometry.ipynb 21
+# %% ../nbs/szrank/31_geometry.ipynb 38
 class Evaluator:
     "One configuration with cached vertices and distances: evaluate single-plane moves incrementally."
 
@@ -394,7 +394,7 @@ class Evaluator:
         self.normals, self.offsets, self.raw, self.near_parallel, self._state = self._pending
         self._pending = None
 
-# %% ../nbs/szrank/31_geometry.ipynb 25
+# %% ../nbs/szrank/31_geometry.ipynb 42
 def face_polygons(normals, offsets, layout: Layout) -> np.ndarray:
     "Corner coordinates (B, 12, 11, 3) of the face polygons in link order (NaN where degenerate)."
     n, d = _batch(normals, offsets)

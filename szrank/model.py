@@ -102,7 +102,7 @@ def autocast_context(device, amp_enabled: bool):
     return torch.autocast(device_type="cuda" if device_type == "cuda" else "cpu", dtype=torch.bfloat16,
                           enabled=bool(amp_enabled) and device_type == "cuda")
 
-
+# %% ../nbs/szrank/21_model.ipynb 13
 @torch.no_grad()
 def ensemble_outputs(members, face, global_features, topology, amp_enabled: bool = False) -> dict:
     "Ensemble-mean improvement probability, gain and plane/move/scale probabilities (float32)."
@@ -119,9 +119,7 @@ def ensemble_outputs(members, face, global_features, topology, amp_enabled: bool
     return {"improvement_probability": mean(probabilities), "gain": mean(gains),
             "plane_probability": mean(planes), "move_probability": mean(moves), "scale_probability": mean(scales)}
 
-
-
-# %% ../nbs/szrank/21_model.ipynb 15
+# %% ../nbs/szrank/21_model.ipynb 16
 def members_from_model(model, device="cpu") -> list:
     "Build torch `RankerMember`s (eval mode) holding an SZTRNK01 model's weights (a `ModelFile`, path or bytes)."
     if not isinstance(model, ModelFile):

@@ -66,14 +66,12 @@ def member_tensors(member) -> Iterable:
             raise ValueError(f"ranker member has no tensor {name} (attention biases are required)")
         yield value
 
-
+# %% ../nbs/szrank/24_modelfile.ipynb 10
 def tensor_bytes(tensor) -> bytes:
     "One tensor as contiguous row-major little-endian float32 bytes."
     return np.ascontiguousarray(tensor.detach().cpu().float().numpy()).astype("<f4").tobytes()
 
-
-
-# %% ../nbs/szrank/24_modelfile.ipynb 12
+# %% ../nbs/szrank/24_modelfile.ipynb 13
 def serialize_model(members: Sequence, training_seed: int, corpus_digest: bytes,
                     validation: dict, gate_overridden: bool = False) -> bytes:
     "The SZTRNK01 bytes of an ensemble: 160-byte header, then the float32 payload."
@@ -104,11 +102,11 @@ def serialize_model(members: Sequence, training_seed: int, corpus_digest: bytes,
         *(float(validation[name]) for name in HEADER_METRICS), int(validation["records"]), 0)
     return header + payload
 
-# %% ../nbs/szrank/24_modelfile.ipynb 14
+# %% ../nbs/szrank/24_modelfile.ipynb 15
 class ModelFileError(SzrankError, ValueError):
     "An SZTRNK01 file this code refuses to load."
 
-
+# %% ../nbs/szrank/24_modelfile.ipynb 16
 @dataclasses.dataclass(frozen=True)
 class ModelHeader:
     "The decoded 160-byte SZTRNK01 header."
@@ -147,7 +145,7 @@ class ModelHeader:
         metrics = dict(zip(HEADER_METRICS, values[21:29]))
         return cls(*values[:21], metrics, values[29], values[30])
 
-
+# %% ../nbs/szrank/24_modelfile.ipynb 17
 @dataclasses.dataclass(frozen=True)
 class ModelFile:
     "A loaded SZTRNK01 file: its header and, per member, tensor name -> float32 array."
@@ -155,7 +153,7 @@ class ModelFile:
     members: tuple
     digest_sha256: str
 
-
+# %% ../nbs/szrank/24_modelfile.ipynb 18
 def load_model(source) -> ModelFile:
     "Read and fully validate an SZTRNK01 file (a path, or its bytes)."
     if isinstance(source, (bytes, bytearray, memoryview)):
@@ -198,12 +196,12 @@ def load_model(source) -> ModelFile:
         members.append(tensors)
     return ModelFile(header, tuple(members), hashlib.sha256(data).hexdigest())
 
-# %% ../nbs/szrank/24_modelfile.ipynb 18
+# %% ../nbs/szrank/24_modelfile.ipynb 22
 def report_bytes(report: dict) -> bytes:
     "A report as the sorted, indented UTF-8 JSON the publisher writes."
     return (json.dumps(report, ensure_ascii=False, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
-
+# %% ../nbs/szrank/24_modelfile.ipynb 23
 def publish_model(output_directory: Path, model_bytes: bytes, report: dict,
                   curves: dict | None = None) -> tuple[str, Path]:
     """Publish an immutable generation and make it current; returns `(sha256 hex, generation path)`.

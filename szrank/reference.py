@@ -23,21 +23,21 @@ def _layer_norm(x, weight, bias):
     variance = np.square(x - mean).mean(axis=-1, keepdims=True)
     return (x - mean) / np.sqrt(variance + LAYER_NORM_EPSILON) * weight + bias
 
-
+# %% ../nbs/szrank/25_reference.ipynb 4
 def _softmax(x, axis=-1):
     shifted = x - x.max(axis=axis, keepdims=True)
     exponent = np.exp(shifted)
     return exponent / exponent.sum(axis=axis, keepdims=True)
 
-
+# %% ../nbs/szrank/25_reference.ipynb 5
 def _silu(x):
     return x / (1.0 + np.exp(-x))
 
-
+# %% ../nbs/szrank/25_reference.ipynb 6
 def _sigmoid(x):
     return 0.5 * (1.0 + np.tanh(0.5 * x))
 
-
+# %% ../nbs/szrank/25_reference.ipynb 7
 def _attention(x, w_in, b_in, w_out, b_out):
     batch, tokens, width = x.shape
     head_width = width // ATTENTION_HEADS
@@ -48,7 +48,7 @@ def _attention(x, w_in, b_in, w_out, b_out):
     attended = (weights @ v).transpose(0, 2, 1, 3).reshape(batch, tokens, width)
     return attended @ w_out.T + b_out
 
-
+# %% ../nbs/szrank/25_reference.ipynb 8
 def reference_member_forward(tensors: dict, face, global_features, topology):
     "One member's raw outputs `(value [B,2], plane logits [B,12], move logits [B,5], scale logits [B,3])`."
     t = {name: np.asarray(value, dtype=np.float64) for name, value in tensors.items()}
@@ -74,7 +74,7 @@ def reference_member_forward(tensors: dict, face, global_features, topology):
     scale = cls @ t["scale_head.weight"].T + t["scale_head.bias"]
     return value, plane, move, scale
 
-
+# %% ../nbs/szrank/25_reference.ipynb 9
 def reference_forward(model, face, global_features, topology) -> dict:
     """Ensemble-mean outputs of an SZTRNK01 model (a `ModelFile`, path or bytes), numpy only.
 

@@ -45,13 +45,13 @@ DEFAULT_REPLICAS = 4
 DEFAULT_ITERATIONS = 8
 DEFAULT_SHARD_EVENTS = 256
 
-
+# %% ../nbs/szrank/33_search.ipynb 4
 def _rotate(vector, axis, angle):
     "Rodrigues: rotate `vector` (3,) about unit `axis` (3,) by `angle`."
     return (vector * math.cos(angle) + np.cross(axis, vector) * math.sin(angle)
             + axis * (axis @ vector) * (1 - math.cos(angle)))
 
-
+# %% ../nbs/szrank/33_search.ipynb 5
 def apply_move(normals, offsets, plane: int, move: int, scale: int, rng: np.random.Generator):
     "A copy of the unit planes with `plane` moved by (move, scale); see the table above."
     n, d = np.array(normals, dtype=np.float64), np.array(offsets, dtype=np.float64)
@@ -90,7 +90,7 @@ def apply_move(normals, offsets, plane: int, move: int, scale: int, rng: np.rand
     n[plane], d[plane] = normal / np.linalg.norm(normal), offset / np.linalg.norm(normal)
     return n, d
 
-# %% ../nbs/szrank/33_search.ipynb 7
+# %% ../nbs/szrank/33_search.ipynb 9
 class UniformPolicy:
     "Every plane, move and scale equally likely."
     guided = False
@@ -98,7 +98,7 @@ class UniformPolicy:
     def distributions(self, normals, offsets, topology: int, context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return np.full(FACE_COUNT, 1 / FACE_COUNT), np.full(MOVE_COUNT, 1 / MOVE_COUNT), np.full(SCALE_COUNT, 1 / SCALE_COUNT)
 
-
+# %% ../nbs/szrank/33_search.ipynb 10
 class RankerPolicy:
     "Ranker-guided: tempered ensemble probabilities of an SZTRNK01 model, mixed with a uniform floor."
     guided = True
@@ -123,13 +123,13 @@ class RankerPolicy:
         return (self._shape(out["plane_probability"][0]), self._shape(out["move_probability"][0]),
                 self._shape(out["scale_probability"][0]))
 
-
+# %% ../nbs/szrank/33_search.ipynb 11
 def draw(rng: np.random.Generator, probabilities: np.ndarray) -> int:
     "One index drawn from `probabilities` (which sum to 1)."
     index = int(np.searchsorted(np.cumsum(probabilities), rng.random() * probabilities.sum(), side="right"))
     return min(index, len(probabilities) - 1)
 
-# %% ../nbs/szrank/33_search.ipynb 9
+# %% ../nbs/szrank/33_search.ipynb 13
 @dataclasses.dataclass
 class RunSummary:
     "What one run did (the search command prints one line per run)."
@@ -143,7 +143,7 @@ class RunSummary:
     realisations: int
     seconds: float
 
-
+# %% ../nbs/szrank/33_search.ipynb 14
 def _metric_flags(defects, row: int = 0) -> int:
     flags = 0
     if defects.degenerate[row]:
@@ -156,13 +156,13 @@ def _metric_flags(defects, row: int = 0) -> int:
         flags |= METRIC_REALISATION
     return flags
 
-
+# %% ../nbs/szrank/33_search.ipynb 15
 def temperature_at(step: int, steps: int) -> float:
     "Geometric annealing from TEMPERATURE_START to TEMPERATURE_END over the run."
     fraction = step / max(steps - 1, 1)
     return TEMPERATURE_START * (TEMPERATURE_END / TEMPERATURE_START) ** fraction
 
-
+# %% ../nbs/szrank/33_search.ipynb 16
 def random_start(rng: np.random.Generator, topology: int):
     "Random planes tangent to the unit sphere with no degenerate vertex."
     L = layout(topology)
@@ -172,7 +172,7 @@ def random_start(rng: np.random.Generator, topology: int):
             return n, d
     raise RuntimeError(f"no non-degenerate random start for topology {topology} in {START_ATTEMPTS} draws")
 
-
+# %% ../nbs/szrank/33_search.ipynb 17
 def rollout(rng, normals, offsets, topology: int, replicas: int, iterations: int, temperature: float):
     "Annealed chains from one configuration; the best feasible visited (planes, defects row) and evaluations."
     L = layout(topology)
@@ -204,7 +204,7 @@ def rollout(rng, normals, offsets, topology: int, replicas: int, iterations: int
             best = evaluate(best_n, best_d, L)
     return best_n, best_d, best, evaluations
 
-
+# %% ../nbs/szrank/33_search.ipynb 18
 def run_search(archive: Path, topology: int | None = None, steps: int = 100, seed: int | None = None,
                run_index: int = 0, policy=None, replicas: int = DEFAULT_REPLICAS,
                iterations: int = DEFAULT_ITERATIONS, shard_events: int = DEFAULT_SHARD_EVENTS,
@@ -279,7 +279,7 @@ def run_search(archive: Path, topology: int | None = None, steps: int = 100, see
     return RunSummary(str(run_id), topology, start_total, best_total, int(anchor.total[0]), steps, evaluations,
                       realisations, round(time.perf_counter() - started, 2))
 
-# %% ../nbs/szrank/33_search.ipynb 13
+# %% ../nbs/szrank/33_search.ipynb 22
 def _worker(task):
     archive, topology, steps, seed, index, model, replicas, iterations, shard_events, queue = task
     policy = RankerPolicy(model) if model else UniformPolicy()
@@ -287,7 +287,7 @@ def _worker(task):
     return dataclasses.asdict(run_search(Path(archive), topology, steps, seed, index, policy, replicas, iterations,
                                          shard_events, report))
 
-
+# %% ../nbs/szrank/33_search.ipynb 23
 def run_searches(archive: Path, runs: int, steps: int, seed: int | None = None, model: str | None = None,
                  topology: int | None = None, replicas: int = DEFAULT_REPLICAS, iterations: int = DEFAULT_ITERATIONS,
                  workers: int | None = None, shard_events: int = DEFAULT_SHARD_EVENTS,
@@ -328,7 +328,7 @@ def run_searches(archive: Path, runs: int, steps: int, seed: int | None = None, 
         bar.close()
     return [RunSummary(**r) for r in results]
 
-
+# %% ../nbs/szrank/33_search.ipynb 24
 def format_summaries(summaries: list[RunSummary]) -> str:
     "The search command's summary table."
     lines = [f"{'run':<36}  {'topo':>4}  {'start C+I':>9}  {'best C+I':>8}  {'evals':>7}  {'real.':>5}  {'s':>6}"]
@@ -339,7 +339,7 @@ def format_summaries(summaries: list[RunSummary]) -> str:
     lines.append(f"{len(summaries)} runs; best C+I per run: min {min(best)}, median {float(np.median(best)):g}")
     return "\n".join(lines)
 
-
+# %% ../nbs/szrank/33_search.ipynb 25
 def search_command(parser: argparse.ArgumentParser):
     "`szrank search --archive DIR --runs N --steps S [--model current.sztf] [--seed K] ...`."
     parser.add_argument("--archive", required=True, type=Path, help="the .sztd archive folder to add runs to")

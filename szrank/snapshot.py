@@ -51,11 +51,11 @@ SPLIT_RUNS = {
 SPLIT_NAMES = tuple(SPLIT_RUNS)         # the four reporting splits, in report order
 DEPLOYMENT_EXTRA = "deployment_extra"   # every further run, with --deployment-all-runs
 
-
+# %% ../nbs/szrank/11_snapshot.ipynb 5
 class SplitRunsError(SzrankError, ValueError):
     "A `--split-runs` file (or mapping) that does not name four distinct runs."
 
-
+# %% ../nbs/szrank/11_snapshot.ipynb 6
 def normalize_split_runs(split_runs: Mapping[str, str] | None, source: str = "split runs") -> dict[str, str]:
     "Check a split -> run-id mapping (exactly the four splits, distinct UUIDs); return it in canonical form."
     if split_runs is None:
@@ -84,7 +84,7 @@ def normalize_split_runs(split_runs: Mapping[str, str] | None, source: str = "sp
         seen[run_id] = name
     return result
 
-
+# %% ../nbs/szrank/11_snapshot.ipynb 7
 def load_split_runs(path: str | os.PathLike) -> dict[str, str]:
     "Read a `--split-runs` JSON file `{\"train\": uuid, \"validation\": ..., \"test\": ..., \"stress\": ...}`."
     path = Path(path)
@@ -100,7 +100,7 @@ def load_split_runs(path: str | os.PathLike) -> dict[str, str]:
         raise SplitRunsError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     return normalize_split_runs(value, str(path))
 
-# %% ../nbs/szrank/11_snapshot.ipynb 7
+# %% ../nbs/szrank/11_snapshot.ipynb 10
 @dataclasses.dataclass(frozen=True)
 class SnapshotInfo:
     "A validated SZTXP001 snapshot: counts, contiguous per-split segments and the corpus digest."
@@ -147,32 +147,38 @@ class SnapshotInfo:
             lines.append(f"  warning: no records for split(s) {', '.join(self.missing_splits)}")
         return "\n".join(lines)
 
-# %% ../nbs/szrank/11_snapshot.ipynb 9
+# %% ../nbs/szrank/11_snapshot.ipynb 12
 class SnapshotError(SzrankError, ValueError):
     "A snapshot (or exporter stream) whose content is invalid."
 
+# %% ../nbs/szrank/11_snapshot.ipynb 13
 class HeaderError(SnapshotError, StreamFormatError):
     "Bad or missing 16-byte header: magic, version or record size."
 
+# %% ../nbs/szrank/11_snapshot.ipynb 14
 class PartialRecordError(SnapshotError):
     "The stream ends part-way through a record."
 
+# %% ../nbs/szrank/11_snapshot.ipynb 15
 class UnknownRunError(SnapshotError):
     "A record of a run outside the requested corpus."
 
+# %% ../nbs/szrank/11_snapshot.ipynb 16
 class MissingSplitError(SnapshotError):
     "A reporting split without records."
 
+# %% ../nbs/szrank/11_snapshot.ipynb 17
 class ExporterError(ToolError):
     "The exporter could not be started, failed, or was killed."
 
+# %% ../nbs/szrank/11_snapshot.ipynb 18
 class ExportInterrupted(KeyboardInterrupt):
     "Ctrl-C while exporting: the exporter was stopped and the partial snapshot removed."
 
-# %% ../nbs/szrank/11_snapshot.ipynb 11
+# %% ../nbs/szrank/11_snapshot.ipynb 20
 SCAN_CHUNK_RECORDS = 4096           # 7.5 MB per read: large sequential reads, bounded memory
 
-
+# %% ../nbs/szrank/11_snapshot.ipynb 21
 class CorpusScan:
     "Incremental validation of a record stream: split of every record, counts, segments, digest."
 
@@ -243,7 +249,7 @@ class CorpusScan:
             created_by_trainer=created_by_trainer, includes_additional_runs=self.includes_additional_runs,
             split_segments={k: tuple(v) for k, v in self._segments.items()}, split_runs=dict(self.split_runs))
 
-# %% ../nbs/szrank/11_snapshot.ipynb 13
+# %% ../nbs/szrank/11_snapshot.ipynb 23
 def _read_into(stream, view: memoryview) -> int:
     "Fill `view` from `stream` as far as the data goes; return the bytes read."
     filled = 0
@@ -254,7 +260,7 @@ def _read_into(stream, view: memoryview) -> int:
         filled += n
     return filled
 
-
+# %% ../nbs/szrank/11_snapshot.ipynb 24
 def _read_header(stream, name: str) -> int:
     header = bytearray(EXPORT_HEADER.size)
     got = _read_into(stream, memoryview(header))
@@ -263,7 +269,7 @@ def _read_header(stream, name: str) -> int:
     except StreamFormatError as exc:
         raise HeaderError(f"{name}: {exc}") from None
 
-
+# %% ../nbs/szrank/11_snapshot.ipynb 25
 def inspect_snapshot(path: str | os.PathLike, compute_digest: bool = True, includes_additional_runs: bool = False,
                      split_runs: Mapping[str, str] | None = None, progress: bool | None = False) -> SnapshotInfo:
     "Validate an SZTXP001 file and return its counts, per-split segments and SHA-256 corpus digest."
@@ -291,12 +297,12 @@ def inspect_snapshot(path: str | os.PathLike, compute_digest: bool = True, inclu
                                  f"{got - whole} of {record_size} bytes (the stream was cut short)")
     return scan.finish(path, created_by_trainer=False)
 
-# %% ../nbs/szrank/11_snapshot.ipynb 17
+# %% ../nbs/szrank/11_snapshot.ipynb 29
 EXPORTER_STOP_SECONDS = 5.0         # grace between SIGTERM and SIGKILL for a stopped exporter
 EXPORTER_NICENESS = 5               # the seed's os.nice(5): the export yields to interactive work
 NOTHING_WRITTEN = "no snapshot was written"
 
-
+# %% ../nbs/szrank/11_snapshot.ipynb 30
 def exporter_argv(exporter: str | os.PathLike | Sequence[str]) -> list[str]:
     "The exporter as argv: a list is taken as is, a path as one executable, a string is split like a shell."
     if isinstance(exporter, os.PathLike):
@@ -309,7 +315,7 @@ def exporter_argv(exporter: str | os.PathLike | Sequence[str]) -> list[str]:
         raise ConfigError("exporter command is empty")
     return argv
 
-
+# %% ../nbs/szrank/11_snapshot.ipynb 31
 def describe_exit(return_code: int) -> str:
     "`exited with status 3` or `was killed by signal SIGKILL`."
     if return_code < 0:
@@ -318,7 +324,7 @@ def describe_exit(return_code: int) -> str:
         return f"was killed by signal {-return_code}"
     return f"exited with status {return_code}"
 
-
+# %% ../nbs/szrank/11_snapshot.ipynb 32
 def stop_process(process: subprocess.Popen, grace: float | None = None) -> None:
     "Terminate `process`, kill it if it is still there after `grace` (default `EXPORTER_STOP_SECONDS`), reap it."
     if process.poll() is not None:
@@ -333,7 +339,7 @@ def stop_process(process: subprocess.Popen, grace: float | None = None) -> None:
             process.kill()
         process.wait()
 
-
+# %% ../nbs/szrank/11_snapshot.ipynb 33
 def lower_child_priority(process: subprocess.Popen) -> None:
     "Run a started child at the seed's lowered priority: niceness at least `EXPORTER_NICENESS` (POSIX)."
     if os.name == "nt" or not hasattr(os, "setpriority"):
@@ -342,7 +348,7 @@ def lower_child_priority(process: subprocess.Popen) -> None:
         current = os.getpriority(os.PRIO_PROCESS, process.pid)
         os.setpriority(os.PRIO_PROCESS, process.pid, max(current, EXPORTER_NICENESS))
 
-
+# %% ../nbs/szrank/11_snapshot.ipynb 34
 def _start_exporter(command: list[str], cwd, name: str) -> subprocess.Popen:
     "Start the exporter with stdout piped, below normal priority; a start failure is an `ExporterError`."
     flags = getattr(subprocess, "BELOW_NORMAL_PRIORITY_CLASS", 0) if os.name == "nt" else 0
@@ -357,7 +363,7 @@ def _start_exporter(command: list[str], cwd, name: str) -> subprocess.Popen:
     lower_child_priority(process)
     return process
 
-
+# %% ../nbs/szrank/11_snapshot.ipynb 35
 def _read_stream_header(process: subprocess.Popen, output, name: str) -> int:
     "Read, check and copy the stream header; returns the record size."
     header = bytearray(EXPORT_HEADER.size)
@@ -372,7 +378,7 @@ def _read_stream_header(process: subprocess.Popen, output, name: str) -> int:
     output.write(header)
     return record_size
 
-
+# %% ../nbs/szrank/11_snapshot.ipynb 36
 def _copy_records(process: subprocess.Popen, output, scan: CorpusScan, record_size: int, bar) -> int:
     "Copy the exporter's records to `output`, scanning each whole record; returns the bytes of a trailing partial one."
     buffer = bytearray(SCAN_CHUNK_RECORDS * record_size)
@@ -394,7 +400,7 @@ def _copy_records(process: subprocess.Popen, output, scan: CorpusScan, record_si
             buffer[:filled - whole] = buffer[whole:filled]
             filled -= whole
 
-
+# %% ../nbs/szrank/11_snapshot.ipynb 37
 def _check_export(process: subprocess.Popen, scan: CorpusScan, partial: int, record_size: int,
                   split_runs: Mapping[str, str], name: str) -> None:
     "After the stream ended: the exporter exited 0, no partial record, every split has records."
@@ -412,7 +418,7 @@ def _check_export(process: subprocess.Popen, scan: CorpusScan, partial: int, rec
                                 + ", ".join(f"{m} (run {split_runs[m]})" for m in missing)
                                 + f": the exporter did not export them; {NOTHING_WRITTEN}")
 
-# %% ../nbs/szrank/11_snapshot.ipynb 18
+# %% ../nbs/szrank/11_snapshot.ipynb 38
 def exporter_command(exporter, archive_root, split_runs: Mapping[str, str], includes_additional_runs: bool) -> list:
     "The seed's exporter argv: the exporter, `--root ARCHIVE`, and one `--include-run` per split run."
     command = exporter_argv(exporter) + ["--root", os.fspath(archive_root)]
@@ -421,7 +427,7 @@ def exporter_command(exporter, archive_root, split_runs: Mapping[str, str], incl
             command.extend(["--include-run", run_id])
     return command
 
-
+# %% ../nbs/szrank/11_snapshot.ipynb 39
 def create_training_snapshot(archive_root: str | os.PathLike, exporter: str | os.PathLike | Sequence[str],
                              snapshot_directory: str | os.PathLike, includes_additional_runs: bool,
                              split_runs: Mapping[str, str] | None = None, cwd: str | os.PathLike | None = None,
@@ -463,7 +469,7 @@ def create_training_snapshot(archive_root: str | os.PathLike, exporter: str | os
         with contextlib.suppress(FileNotFoundError):
             partial_path.unlink()
 
-# %% ../nbs/szrank/11_snapshot.ipynb 22
+# %% ../nbs/szrank/11_snapshot.ipynb 43
 def inspect_command(parser: argparse.ArgumentParser) -> Callable:
     "`szrank inspect PATH [--split-runs F] [--deployment-all-runs] [--json]`: validate and describe a snapshot."
     parser.add_argument("path", metavar="PATH", type=Path, help="an SZTXP001 snapshot (.sztx)")

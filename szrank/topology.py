@@ -41,12 +41,12 @@ STAR_CYCLE = (2, 3, 5, 7, 9, 11, 12, 10, 8, 6, 4)
 # %% ../nbs/szrank/30_topology.ipynb 5
 Facets = tuple[tuple[int, int, int], ...]
 
-
+# %% ../nbs/szrank/30_topology.ipynb 6
 def normalise(facets: Iterable[Sequence[int]]) -> Facets:
     "Facets as a sorted tuple of sorted integer triples."
     return tuple(sorted(tuple(sorted(int(v) for v in t)) for t in facets))
 
-
+# %% ../nbs/szrank/30_topology.ipynb 7
 def read_triangulation(path: Path) -> Facets:
     "Read one triangle per line (three integers; `#` starts a comment)."
     path = Path(path)
@@ -63,7 +63,7 @@ def read_triangulation(path: Path) -> Facets:
             raise InvariantError(f"{path}:{number}: vertex numbers must be integers, got {line.strip()!r}") from None
     return normalise(triples)
 
-
+# %% ../nbs/szrank/30_topology.ipynb 8
 def _link_adjacency(facets: Sequence[Sequence[int]]) -> dict[int, dict[int, list[int]]]:
     "For each vertex v: link neighbour -> the link neighbours next to it."
     adjacency: dict[int, dict[int, list[int]]] = {}
@@ -75,7 +75,7 @@ def _link_adjacency(facets: Sequence[Sequence[int]]) -> dict[int, dict[int, list
             link.setdefault(y, []).append(x)
     return adjacency
 
-
+# %% ../nbs/szrank/30_topology.ipynb 9
 def orient(facets: Sequence[Sequence[int]]) -> tuple[tuple[int, int, int], ...] | None:
     """Coherently oriented triangles (the first facet keeps its order), or None if non-orientable.
 
@@ -108,11 +108,11 @@ def orient(facets: Sequence[Sequence[int]]) -> tuple[tuple[int, int, int], ...] 
                         return None
     return tuple(oriented)
 
-
+# %% ../nbs/szrank/30_topology.ipynb 10
 def _same_cycle(t: Sequence[int], u: Sequence[int]) -> bool:
     return tuple(t) in (tuple(u), (u[1], u[2], u[0]), (u[2], u[0], u[1]))
 
-
+# %% ../nbs/szrank/30_topology.ipynb 11
 def surface_summary(facets: Sequence[Sequence[int]]) -> dict:
     """Counts and properties of a triangulated closed surface; raises ValueError if it is not one.
 
@@ -146,7 +146,7 @@ def surface_summary(facets: Sequence[Sequence[int]]) -> dict:
                 orientable=orientable, genus=genus,
                 neighbourly=len(edges) == vertices * (vertices - 1) // 2)
 
-
+# %% ../nbs/szrank/30_topology.ipynb 12
 def _walk_cycle(link: dict[int, list[int]]) -> list[int]:
     "Walk a link (neighbour -> two neighbours) from its smallest vertex towards the smaller side."
     start = min(link)
@@ -159,7 +159,7 @@ def _walk_cycle(link: dict[int, list[int]]) -> list[int]:
         cycle.append(following)
         previous, current = current, following
 
-
+# %% ../nbs/szrank/30_topology.ipynb 13
 def check_topology(facets: Sequence[Sequence[int]]) -> Facets:
     "Validate a neighbourly triangulation of the orientable genus-6 surface on 1..12; return it normalised."
     triples = normalise(facets)
@@ -175,7 +175,7 @@ def check_topology(facets: Sequence[Sequence[int]]) -> Facets:
         raise InvariantError(f"not a neighbourly genus-{GENUS} triangulation: {summary}")
     return triples
 
-# %% ../nbs/szrank/30_topology.ipynb 9
+# %% ../nbs/szrank/30_topology.ipynb 17
 def link_orders(facets: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], ...]:
     "For vertex v = 1..12 (entry v-1): its 11 neighbours in coherent cyclic link order, smallest first."
     oriented = orient(normalise(facets))
@@ -194,7 +194,7 @@ def link_orders(facets: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], ...]:
         orders.append(tuple(cycle))
     return tuple(orders)
 
-# %% ../nbs/szrank/30_topology.ipynb 12
+# %% ../nbs/szrank/30_topology.ipynb 20
 def candidate_relabellings(facets: Sequence[Sequence[int]]) -> np.ndarray:
     "The 264 relabellings (rows: old vertex -> new vertex, index 0 unused) that map a star onto STAR_CYCLE."
     adjacency = _link_adjacency(normalise(facets))
@@ -213,13 +213,13 @@ def candidate_relabellings(facets: Sequence[Sequence[int]]) -> np.ndarray:
                 row += 1
     return rows
 
-
+# %% ../nbs/szrank/30_topology.ipynb 21
 def _encode(triples: np.ndarray) -> np.ndarray:
     "Order-preserving integer code of sorted triples (last axis)."
     base = VERTEX_COUNT + 1
     return (triples[..., 0] * base + triples[..., 1]) * base + triples[..., 2]
 
-
+# %% ../nbs/szrank/30_topology.ipynb 22
 def canonical_form(facets: Sequence[Sequence[int]]) -> Facets:
     "The lexicographically minimal sorted facet list over all relabellings (vertices 1..12)."
     array = np.asarray(normalise(facets), dtype=np.int64)
@@ -230,12 +230,12 @@ def canonical_form(facets: Sequence[Sequence[int]]) -> Facets:
     base = VERTEX_COUNT + 1
     return tuple((int(c // base ** 2), int(c // base % base), int(c % base)) for c in best)
 
-
+# %% ../nbs/szrank/30_topology.ipynb 23
 def is_canonical(facets: Sequence[Sequence[int]]) -> bool:
     "True if `facets` (as given, normalised) is its own canonical form."
     return normalise(facets) == canonical_form(facets)
 
-# %% ../nbs/szrank/30_topology.ipynb 16
+# %% ../nbs/szrank/30_topology.ipynb 27
 class _LinkSearch:
     """The state of the search behind `enumerate_labelled`: which directed edges are
     covered, and for each vertex the paths its link is made of so far."""
@@ -352,7 +352,7 @@ class _LinkSearch:
             if self.progress is not None and depth < 2:
                 self.progress(offset + index * share / count)
 
-
+# %% ../nbs/szrank/30_topology.ipynb 28
 def enumerate_labelled(on_solution: Callable[[tuple], bool | None], progress: Callable[[float], None] | None = None) -> int:
     """Call `on_solution(oriented_triangles)` for every oriented neighbourly triangulation of the
     genus-6 surface on 1..12 whose vertex-1 star is `STAR_CYCLE` (in that direction).
@@ -366,7 +366,7 @@ def enumerate_labelled(on_solution: Callable[[tuple], bool | None], progress: Ca
     state.search(0, 1.0, 0.0)
     return state.nodes
 
-# %% ../nbs/szrank/30_topology.ipynb 19
+# %% ../nbs/szrank/30_topology.ipynb 31
 def enumerate_topologies(show_progress: bool = True) -> tuple[Facets, ...]:
     """All neighbourly triangulations of the orientable genus-6 surface on 12 vertices up to
     isomorphism, as canonical facet lists in lexicographic order (the topology index order)."""
@@ -392,7 +392,7 @@ def enumerate_topologies(show_progress: bool = True) -> tuple[Facets, ...]:
         bar.close()
     return tuple(sorted(forms))
 
-# %% ../nbs/szrank/30_topology.ipynb 21
+# %% ../nbs/szrank/30_topology.ipynb 33
 def write_topologies(path: Path | None = None, show_progress: bool = True) -> tuple[Facets, ...]:
     "Enumerate the topologies and write them (atomically) as the package's JSON table."
     from szrank.common import atomic_write
@@ -408,7 +408,7 @@ def write_topologies(path: Path | None = None, show_progress: bool = True) -> tu
     atomic_write(Path(path or DATA_PATH), (text + "\n").encode("utf-8"))
     return table
 
-
+# %% ../nbs/szrank/30_topology.ipynb 34
 def load_topologies(path: Path | None = None) -> tuple[Facets, ...]:
     "Read the JSON table; every entry is checked for shape (validity is the tests' job)."
     path = Path(path or DATA_PATH)
@@ -424,11 +424,11 @@ def load_topologies(path: Path | None = None) -> tuple[Facets, ...]:
         raise InvariantError(f"{path}: expected {TOPOLOGY_COUNT} topologies of {TRIANGLE_COUNT} triangles")
     return table
 
-# %% ../nbs/szrank/30_topology.ipynb 23
+# %% ../nbs/szrank/30_topology.ipynb 36
 TOPOLOGIES: tuple[Facets, ...] = load_topologies(DATA_PATH) if DATA_PATH.exists() else ()
 _INDEX = {f: i for i, f in enumerate(TOPOLOGIES)}
 
-
+# %% ../nbs/szrank/30_topology.ipynb 37
 def topology_index(facets: Sequence[Sequence[int]]) -> int:
     "Index 0..58 of a triangulation (any labelling, either orientation) in `TOPOLOGIES`."
     form = canonical_form(check_topology(facets))
@@ -437,7 +437,7 @@ def topology_index(facets: Sequence[Sequence[int]]) -> int:
     except KeyError:
         raise InvariantError("triangulation not in the topology table (the table or the canonical form is wrong)") from None
 
-
+# %% ../nbs/szrank/30_topology.ipynb 38
 @lru_cache(maxsize=None)
 def topology_links(index: int) -> tuple[tuple[int, ...], ...]:
     "Link orders (see `link_orders`) of topology `index`."

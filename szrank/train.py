@@ -47,7 +47,7 @@ __all__ = ['WARMUP_FRACTION', 'FINAL_LR_FRACTION', 'MEMBER_SEED_STRIDE', 'DEPLOY
 WARMUP_FRACTION = 0.05  # short warmup: AdamW's second moments settle within a few hundred steps
 FINAL_LR_FRACTION = 0.05  # the cosine ends at 5% of the peak rate, not zero
 
-
+# %% ../nbs/szrank/27_train.ipynb 5
 def learning_rate_factor(step: int, total_steps: int) -> float:
     "Multiplier of the peak learning rate at optimizer step `step` of `total_steps`."
     warmup = max(1, int(total_steps * WARMUP_FRACTION))
@@ -56,18 +56,18 @@ def learning_rate_factor(step: int, total_steps: int) -> float:
     progress = (step - warmup) / max(1, total_steps - warmup)
     return FINAL_LR_FRACTION + (1.0 - FINAL_LR_FRACTION) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
-# %% ../nbs/szrank/27_train.ipynb 7
+# %% ../nbs/szrank/27_train.ipynb 8
 MEMBER_SEED_STRIDE = 0x9E3779B1   # golden-ratio stride: well-separated member and epoch seeds
 DEPLOYMENT_SEED_MASK = 0xD1B54A32 # deployment retraining reshuffles differently from reporting
 BOOTSTRAP_CAP = 4                  # Poisson(1) counts above 4 are vanishingly rare and only add variance
 SELECTION_BRIER_WEIGHT = 0.10      # best epoch: AP - 0.10 Brier + 0.01 top-k gain
 SELECTION_GAIN_WEIGHT = 0.01
 
-
+# %% ../nbs/szrank/27_train.ipynb 9
 def eprint(*values: object) -> None:
     print(*values, file=sys.stderr, flush=True)
 
-
+# %% ../nbs/szrank/27_train.ipynb 10
 def bootstrap_weights(rngs: list, size: int, device) -> list:
     "One capped Poisson(1) count per record for each member (never all zero)."
     weights = []
@@ -78,7 +78,7 @@ def bootstrap_weights(rngs: list, size: int, device) -> list:
         weights.append(torch.from_numpy(bootstrap).to(device, non_blocking=False))
     return weights
 
-# %% ../nbs/szrank/27_train.ipynb 9
+# %% ../nbs/szrank/27_train.ipynb 12
 @dataclasses.dataclass
 class TrainEpochStats:
     "Running sums of one epoch (losses are summed over members and batches)."
@@ -107,7 +107,7 @@ class TrainEpochStats:
                 "loss": self.loss / denominator, "bce": self.bce / denominator,
                 "gain_smooth_l1": self.gain / denominator, "policy_ce": self.policy / denominator}
 
-# %% ../nbs/szrank/27_train.ipynb 12
+# %% ../nbs/szrank/27_train.ipynb 15
 @dataclasses.dataclass
 class Optimisation:
     "The members' optimizers and schedules, and the settings of one step."
@@ -142,13 +142,13 @@ class Optimisation:
             scheduler.step()
         return losses
 
-# %% ../nbs/szrank/27_train.ipynb 14
+# %% ../nbs/szrank/27_train.ipynb 17
 def selection_score(validation: dict) -> float:
     "The seed's best-epoch score: `AP - 0.10 Brier + 0.01 top-k gain`."
     return (float(validation["average_precision"]) - SELECTION_BRIER_WEIGHT * float(validation["brier_score"])
             + SELECTION_GAIN_WEIGHT * float(validation["top_k_gain"]))
 
-
+# %% ../nbs/szrank/27_train.ipynb 18
 def steps_per_epoch(snapshot: SnapshotInfo, splits: set, batch_size: int, max_records_per_split: int) -> int:
     "Optimizer steps in one epoch over `splits` (each capped at `max_records_per_split` when set)."
     counts = [snapshot.split_counts.get(split, 0) for split in splits]
@@ -156,7 +156,7 @@ def steps_per_epoch(snapshot: SnapshotInfo, splits: set, batch_size: int, max_re
         counts = [min(count, max_records_per_split) for count in counts]
     return max(1, math.ceil(sum(counts) / batch_size))
 
-
+# %% ../nbs/szrank/27_train.ipynb 19
 def _epoch_line(epoch: int, epochs: int, stats: TrainEpochStats, validation: dict | None, score: float) -> str:
     line = f"Epoch {epoch}/{epochs}: loss={stats.as_dict()['loss']:.6f}, records={stats.records:,}"
     if validation is None:
@@ -166,7 +166,7 @@ def _epoch_line(epoch: int, epochs: int, stats: TrainEpochStats, validation: dic
                    f"Brier={float(validation['brier_score']):.4f}, "
                    f"top-k gain={float(validation['top_k_gain']):.4f}, score={score:.4f}")
 
-# %% ../nbs/szrank/27_train.ipynb 16
+# %% ../nbs/szrank/27_train.ipynb 21
 def train_epoch(snapshot: SnapshotInfo, splits: set, optimisation: Optimisation, rngs: list, seed: int,
                 config: TrainConfig, device, label: str, total: int) -> TrainEpochStats:
     "One pass over `splits` in shuffled batches; returns the epoch's sums."
@@ -185,7 +185,7 @@ def train_epoch(snapshot: SnapshotInfo, splits: set, optimisation: Optimisation,
     bar.close()
     return stats
 
-# %% ../nbs/szrank/27_train.ipynb 17
+# %% ../nbs/szrank/27_train.ipynb 22
 def train_ensemble(snapshot: SnapshotInfo, members: list, splits: set, epochs: int, config: TrainConfig,
                    seed: int, amp_enabled: bool, device, validation_callback: Callable | None = None
                    ) -> tuple[list, int]:
@@ -220,7 +220,7 @@ def train_ensemble(snapshot: SnapshotInfo, members: list, splits: set, epochs: i
             member.load_state_dict(state)
     return history, best_epoch
 
-# %% ../nbs/szrank/27_train.ipynb 21
+# %% ../nbs/szrank/27_train.ipynb 26
 @contextlib.contextmanager
 def determinism(device, nondeterministic: bool):
     "The seed's deterministic settings for the block; yields whether torch runs deterministically. Restored after."
@@ -239,7 +239,7 @@ def determinism(device, nondeterministic: bool):
     finally:
         torch.use_deterministic_algorithms(before)
 
-# %% ../nbs/szrank/27_train.ipynb 23
+# %% ../nbs/szrank/27_train.ipynb 28
 @dataclasses.dataclass
 class Setup:
     "What a run resolved from its config: device, autocast, directories and split runs."
@@ -252,7 +252,7 @@ class Setup:
     output_directory: Path
     split_runs: dict | None
 
-
+# %% ../nbs/szrank/27_train.ipynb 29
 def resolve_setup(config: TrainConfig) -> Setup:
     "Pick the device (bf16 only on CUDA of compute capability 8+) and resolve every path."
     try:
@@ -269,7 +269,7 @@ def resolve_setup(config: TrainConfig) -> Setup:
     return Setup(device, device_name, amp_enabled, repository, under(config.archive_root),
                  under(config.snapshot_directory), under(config.output_directory), split_runs)
 
-# %% ../nbs/szrank/27_train.ipynb 25
+# %% ../nbs/szrank/27_train.ipynb 31
 def open_snapshot(config: TrainConfig, setup: Setup) -> SnapshotInfo:
     "The run's snapshot: `--snapshot` inspected, or a fresh one from the exporter; every split must have records."
     if config.snapshot:
@@ -291,12 +291,12 @@ def open_snapshot(config: TrainConfig, setup: Setup) -> SnapshotInfo:
         eprint(f"  {DEPLOYMENT_EXTRA} {snapshot.split_counts[DEPLOYMENT_EXTRA]:,} records")
     return snapshot
 
-# %% ../nbs/szrank/27_train.ipynb 28
+# %% ../nbs/szrank/27_train.ipynb 34
 REPORT_FORMAT = "szilassi-transformer-training-report-v1"
 LOSS_REPORT = {"value": "BCE(improved) + 0.25*SmoothL1(signed defect gain)",
                "policy": "mean clipped normalized-IPS CE on useful outcomes"}
 
-
+# %% ../nbs/szrank/27_train.ipynb 35
 def training_report(config: TrainConfig, setup: Setup, deterministic: bool) -> dict:
     "The report's `training` entry: the settings that shaped the weights."
     return {"seed": config.seed, "batch_size": config.batch_size, "shuffle_records": config.shuffle_records,
@@ -306,7 +306,7 @@ def training_report(config: TrainConfig, setup: Setup, deterministic: bool) -> d
             "cuda_device": setup.device_name if setup.device.type == "cuda" else None,
             "pytorch_version": torch.__version__, "deterministic": deterministic}
 
-# %% ../nbs/szrank/27_train.ipynb 29
+# %% ../nbs/szrank/27_train.ipynb 36
 def base_report(config: TrainConfig, setup: Setup, snapshot: SnapshotInfo, gate: dict, history: list,
                 best_epoch: int, metrics: dict, deterministic: bool) -> dict:
     "The seed's `base_report`; `gate` holds `approved`, `gate_overridden` and `gate_reasons`."
@@ -322,14 +322,14 @@ def base_report(config: TrainConfig, setup: Setup, snapshot: SnapshotInfo, gate:
             "training": training_report(config, setup, deterministic),
             "created_unix_time_ns": time.time_ns()}
 
-
+# %% ../nbs/szrank/27_train.ipynb 37
 def report_curves(metrics: dict) -> dict:
     "The plot curves of the reporting metrics, for `curves.json`."
     return {"reporting_metrics": {split: {key: value for key, value in values.items()
                                           if key not in scalar_metrics(values)}
                                   for split, values in metrics.items()}}
 
-# %% ../nbs/szrank/27_train.ipynb 32
+# %% ../nbs/szrank/27_train.ipynb 40
 def reject(report: dict, curves: dict, output_directory: Path, corpus_digest: bytes) -> Path:
     "Write the rejected report (and its curves) and say why; returns the report's path."
     stamp = f"{corpus_digest.hex()}_{time.time_ns()}"
@@ -342,18 +342,18 @@ def reject(report: dict, curves: dict, output_directory: Path, corpus_digest: by
     eprint(f"Rejected report: {rejected_path}")
     return rejected_path
 
-# %% ../nbs/szrank/27_train.ipynb 33
+# %% ../nbs/szrank/27_train.ipynb 41
 def fresh_members(config: TrainConfig, device) -> list:
     "The ensemble's members, initialised from the run's seed (member `m` from `seed + m x stride`)."
     return [initialize_member(config.seed + member * MEMBER_SEED_STRIDE, device) for member in range(ENSEMBLE_SIZE)]
 
-
+# %% ../nbs/szrank/27_train.ipynb 42
 def deployment_splits(snapshot: SnapshotInfo) -> set:
     "Every reporting split, and the extra runs when the snapshot includes them."
     splits = set(snapshot.split_runs)
     return splits | {DEPLOYMENT_EXTRA} if snapshot.includes_additional_runs else splits
 
-# %% ../nbs/szrank/27_train.ipynb 35
+# %% ../nbs/szrank/27_train.ipynb 44
 @dataclasses.dataclass
 class TrainResult:
     "What a run did: `status` 0 (published) or 4 (gate refused), and where its report is."
@@ -362,7 +362,7 @@ class TrainResult:
     model_path: Path | None = None
     digest: str | None = None
 
-# %% ../nbs/szrank/27_train.ipynb 37
+# %% ../nbs/szrank/27_train.ipynb 46
 def train(config: TrainConfig) -> TrainResult:
     "Snapshot, train, gate and publish. Raises `SzrankError` on failure; status 4 when the gate refused."
     validate_config(config)

@@ -26,7 +26,7 @@ __all__ = ['DESCRIPTION', 'DEFAULT_SEED', 'EXPORTER_NAME', 'EXPORTER_BUILDS', 'T
 DESCRIPTION = "Train, gate and publish the Szilassi proposal transformer ensemble (CPU or CUDA)."
 DEFAULT_SEED = 0x5A17A551  # the seed's default training seed
 
-
+# %% ../nbs/szrank/26_train_config.ipynb 4
 @dataclasses.dataclass
 class TrainConfig:
     "One training run's settings; the defaults are the seed's (paths relative to `repository`)."
@@ -58,7 +58,7 @@ class TrainConfig:
     threads: int | None = None
     progress: bool | None = None         # tqdm bars; None: only on a terminal
 
-# %% ../nbs/szrank/26_train_config.ipynb 6
+# %% ../nbs/szrank/26_train_config.ipynb 7
 def _add_path_arguments(parser: argparse.ArgumentParser) -> None:
     "Where the run reads and writes (the seed's flags, plus `--split-runs`)."
     parser.add_argument("--repository", default=".", help="repository root; relative paths resolve against it")
@@ -76,7 +76,7 @@ def _add_path_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-directory", default="results/search/neural/transformer")
     parser.add_argument("--split-runs", help="JSON file naming the train/validation/test/stress run UUIDs")
 
-# %% ../nbs/szrank/26_train_config.ipynb 7
+# %% ../nbs/szrank/26_train_config.ipynb 8
 def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
     "The optimisation and gate flags, with the seed's defaults."
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
@@ -96,7 +96,7 @@ def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force-deploy", action="store_true",
                         help="publish despite a failed statistical gate (diagnostics only)")
 
-# %% ../nbs/szrank/26_train_config.ipynb 8
+# %% ../nbs/szrank/26_train_config.ipynb 9
 def _add_device_arguments(parser: argparse.ArgumentParser) -> None:
     "Where and how the arithmetic runs."
     parser.add_argument("--no-bf16", action="store_true", help="disable BF16 autocast")
@@ -107,7 +107,7 @@ def _add_device_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CPU threads for torch during the run (default: torch's own choice); "
                              "1 avoids spin-waiting on a busy machine")
 
-
+# %% ../nbs/szrank/26_train_config.ipynb 10
 def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     "Add the trainer's flags (the seed's, plus `--device`, `--split-runs`, `--threads`) to `parser`."
     _add_path_arguments(parser)
@@ -115,18 +115,18 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     _add_device_arguments(parser)
     return parser
 
-# %% ../nbs/szrank/26_train_config.ipynb 9
+# %% ../nbs/szrank/26_train_config.ipynb 11
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     "The seed's `parse_args`, plus `--device`, `--split-runs` and `--threads`."
     return add_train_arguments(argparse.ArgumentParser(prog="szrank train", description=DESCRIPTION)).parse_args(argv)
 
-
+# %% ../nbs/szrank/26_train_config.ipynb 12
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     "The `TrainConfig` of parsed flags."
     names = {field.name for field in dataclasses.fields(TrainConfig)}
     return TrainConfig(**{name: value for name, value in vars(args).items() if name in names})
 
-# %% ../nbs/szrank/26_train_config.ipynb 12
+# %% ../nbs/szrank/26_train_config.ipynb 15
 def validate_config(config: TrainConfig) -> None:
     "Refuse settings that cannot work, naming the flag (the seed's `validate_options`)."
     for name in ("report_epochs", "batch_size", "shuffle_records", "minimum_gate_records"):
@@ -145,7 +145,7 @@ def validate_config(config: TrainConfig) -> None:
     if config.device not in DEVICE_CHOICES:
         raise ConfigError(f"--device must be one of {', '.join(DEVICE_CHOICES)}, not {config.device!r}")
 
-# %% ../nbs/szrank/26_train_config.ipynb 15
+# %% ../nbs/szrank/26_train_config.ipynb 18
 def resolve_under_repository(repository: Path, value: str) -> Path:
     "`value` with `~` expanded, relative to `repository` unless absolute."
     path = Path(value).expanduser()
@@ -157,7 +157,7 @@ def resolve_under_repository(repository: Path, value: str) -> Path:
 EXPORTER_NAME = "TransformerTrainingExport.exe"
 EXPORTER_BUILDS = ("build/msbuild/bin/x64/Release", "build/vs2026/Release", "build/Release", "build/bin/Release")
 
-# %% ../nbs/szrank/26_train_config.ipynb 17
+# %% ../nbs/szrank/26_train_config.ipynb 20
 def explicit_exporter(value: str | os.PathLike) -> Path:
     "An `--exporter` path: expanded, resolved, and an executable file, or a `ConfigError` naming it."
     candidate = Path(os.path.expanduser(os.fspath(value))).resolve()
@@ -167,7 +167,7 @@ def explicit_exporter(value: str | os.PathLike) -> Path:
         raise ConfigError(f"--exporter: {candidate} is not executable (chmod +x it, or pass the built exporter)")
     return candidate
 
-
+# %% ../nbs/szrank/26_train_config.ipynb 21
 def searched_exporter(repository: Path) -> Path | None:
     "The seed's `find_exporter` search under `repository`, or None."
     for folder in EXPORTER_BUILDS:
@@ -177,7 +177,7 @@ def searched_exporter(repository: Path) -> Path | None:
                      key=lambda item: ("Release" not in item.parts, len(item.parts)))
     return matches[0].resolve() if matches else None
 
-# %% ../nbs/szrank/26_train_config.ipynb 19
+# %% ../nbs/szrank/26_train_config.ipynb 23
 def find_exporter(repository: Path, explicit) -> list[str]:
     "The exporter argv: `explicit` (a path; from Python also an argv list), else the seed's search, else `szrank export`."
     if explicit is not None and not isinstance(explicit, (str, os.PathLike)):
