@@ -10,23 +10,17 @@ import math
 import torch
 import torch.nn.functional as F
 
-from suvi_fill import dataset, paths
+from suvi_fill import paths, rotation
+from suvi_fill.coding import ASINH_RANGE, ASINH_SCALE
+from suvi_fill.errors import OptionError
 
 # %% auto 0
-__all__ = ['HOWARD_A', 'HOWARD_B', 'HOWARD_C', 'EARTH_ORBITAL_RATE', 'OBSERVER_DISTANCE', 'LIMB_TOLERANCE', 'CROP_MARGIN',
-           'CPU_FRAMES_PER_GRID', 'SAMPLING', 'synodic_rate', 'perspective', 'disk_to_sphere', 'sphere_to_disk',
-           'rotate', 'decode', 'fast_asinh', 'encode', 'transfer_planes_', 'calibrate', 'disk_crop', 'disk_geometry',
-           'frame_grid', 'source_grid', 'align_stack', 'feature_disk', 'rotated', 'sunpy_rotate']
+__all__ = ['OBSERVER_DISTANCE', 'LIMB_TOLERANCE', 'CROP_MARGIN', 'CPU_FRAMES_PER_GRID', 'SAMPLING', 'perspective',
+           'disk_to_sphere', 'sphere_to_disk', 'rotate', 'fast_asinh', 'transfer_planes_', 'calibrate', 'disk_crop',
+           'disk_geometry', 'frame_grid', 'source_grid', 'transfer_sample_', 'rotate_sample_', 'align_stack',
+           'feature_disk', 'rotated', 'sunpy_rotate']
 
 # %% ../nbs/suvi_fill/30_align.ipynb 5
-#: Howard et al. (1990) sidereal rotation, rad/s: ω(φ) = A + B sin²φ + C sin⁴φ
-#: (sunpy's default model, `sunpy.sun.models.differential_rotation`).
-HOWARD_A = 2.894e-6
-HOWARD_B = -0.428e-6
-HOWARD_C = -0.370e-6
-#: Earth's mean orbital angular velocity, rad/s (0.9856°/day): sidereal minus
-#: this is the synodic rate an Earth-bound observer sees (sunpy's `frame_time="synodic"`).
-EARTH_ORBITAL_RATE = math.radians(0.9856) / 86_400.0
 #: Observer distance in solar radii (1 AU): sets the perspective of the disk.
 #: The visible limb is the tangent cone, so the limb lies 0.27° short of 90°
 #: from disk centre; ignoring it would misplace limb features by ~1 px at 640 px.
@@ -35,26 +29,17 @@ OBSERVER_DISTANCE = paths.AU_M / paths.SOLAR_RADIUS_M
 #: point exactly on the limb counts as visible despite fp32 rounding (~2e-4 px).
 LIMB_TOLERANCE = 1e-6
 
-# %% ../nbs/suvi_fill/30_align.ipynb 8
-def synodic_rate(sin_latitude):
-    """Synodic angular velocity (rad/s) at heliographic latitude φ, given sin φ.
-
-    Works on floats and tensors alike; the Howard profile depends on sin²φ only.
-    """
-    s2 = sin_latitude * sin_latitude
-    return HOWARD_A + HOWARD_B * s2 + HOWARD_C * s2 * s2 - EARTH_ORBITAL_RATE
-
-# %% ../nbs/suvi_fill/30_align.ipynb 11
+# %% ../nbs/suvi_fill/30_align.ipynb 10
 def perspective(distance: float = OBSERVER_DISTANCE) -> tuple[float, float]:
     "(k, D̂) of the derivation: k = 1/√(D²−1), D̂ = D·k; (0, 1) for an observer at infinity."
     if math.isinf(distance):
         return 0.0, 1.0
     if not distance > 1.0:
-        raise ValueError(f"observer distance must exceed one solar radius, got {distance}")
+        raise OptionError(f"perspective: distance must exceed one solar radius, got {distance}; pass OBSERVER_DISTANCE or math.inf")
     k = 1.0 / math.sqrt(distance * distance - 1.0)
     return k, distance * k
 
-
+# %% ../nbs/suvi_fill/30_align.ipynb 13
 def disk_to_sphere(p, q, distance: float = OBSERVER_DISTANCE):
     """Image-plane position (radius units) -> point (x, y, z) of the unit sphere, and the on-disk mask.
 
@@ -67,7 +52,7 @@ def disk_to_sphere(p, q, distance: float = OBSERVER_DISTANCE):
     along = (dhat - k * w) * scale
     return p * along, q * along, (dhat * k * rho2 + w) * scale, rho2 <= 1.0
 
-
+# %% ../nbs/suvi_fill/30_align.ipynb 15
 def sphere_to_disk(x, y, z, distance: float = OBSERVER_DISTANCE):
     "Point of the unit sphere -> image-plane position (radius units) and whether it faces the observer."
     k, dhat = perspective(distance)
@@ -75,7 +60,7 @@ def sphere_to_disk(x, y, z, distance: float = OBSERVER_DISTANCE):
     limb = 0.0 if math.isinf(distance) else 1.0 / distance
     return x * scale, y * scale, z >= limb - LIMB_TOLERANCE
 
-
+# %% ../nbs/suvi_fill/30_align.ipynb 17
 def rotate(x, y, z, dt, b0):
     """Move sphere points (observer frame) back by `dt` seconds of synodic differential rotation.
 
@@ -84,30 +69,20 @@ def rotate(x, y, z, dt, b0):
     sin_b, cos_b = torch.sin(b0), torch.cos(b0)
     sin_lat = y * cos_b + z * sin_b
     meridian = z * cos_b - y * sin_b
-    delta = -synodic_rate(sin_lat) * dt
+    delta = -rotation.synodic_rate(sin_lat) * dt
     sin_d, cos_d = torch.sin(delta), torch.cos(delta)
     x2 = x * cos_d + meridian * sin_d
     meridian2 = meridian * cos_d - x * sin_d
     return x2, sin_lat * cos_b - meridian2 * sin_b, sin_lat * sin_b + meridian2 * cos_b
 
-# %% ../nbs/suvi_fill/30_align.ipynb 19
-def decode(coded):
-    "Asinh code -> radiance (W m-2 sr-1); torch twin of `suvi_fill.dataset.decode`."
-    return torch.sinh(coded * dataset.ASINH_RANGE) * dataset.ASINH_SCALE
-
-
+# %% ../nbs/suvi_fill/30_align.ipynb 25
 def fast_asinh(values):
     "asinh as `transfer_planes_` computes it (see there): copysign(log1p(|v|), v), v = y + copysign(√(1+y²) − 1, y)."
     work = torch.hypot(values, torch.ones((), dtype=values.dtype, device=values.device))
     work.sub_(1.0).copysign_(values).add_(values)
     return work.abs().log1p_().copysign_(work)
 
-
-def encode(radiance):
-    "Radiance -> asinh code clamped to [-1, 1]; torch twin of `suvi_fill.dataset.encode`."
-    return fast_asinh(radiance / dataset.ASINH_SCALE).div_(dataset.ASINH_RANGE).clamp_(-1.0, 1.0)
-
-
+# %% ../nbs/suvi_fill/30_align.ipynb 27
 def transfer_planes_(planes, gains, offsets, work=None):
     """`r' = gain·r + offset` on coded planes (P, H, W) **in place**, one gain and offset per plane (P,).
 
@@ -119,14 +94,14 @@ def transfer_planes_(planes, gains, offsets, work=None):
     from `torch.asinh` by < 1e-7 absolute.  Returns `planes`.
     """
     work = torch.empty_like(planes) if work is None else work
-    planes.mul_(dataset.ASINH_RANGE).sinh_()
-    planes.mul_(gains[:, None, None]).add_((offsets / dataset.ASINH_SCALE)[:, None, None])
+    planes.mul_(ASINH_RANGE).sinh_()
+    planes.mul_(gains[:, None, None]).add_((offsets / ASINH_SCALE)[:, None, None])
     torch.hypot(planes, torch.ones((), dtype=planes.dtype, device=planes.device), out=work)
     work.sub_(1.0).copysign_(planes).add_(planes)
     planes.copy_(work).abs_().log1p_().copysign_(work)
-    return planes.div_(dataset.ASINH_RANGE).clamp_(-1.0, 1.0)
+    return planes.div_(ASINH_RANGE).clamp_(-1.0, 1.0)
 
-
+# %% ../nbs/suvi_fill/30_align.ipynb 30
 def calibrate(coded, gains, offsets):
     """Apply `r' = gain·r + offset` to coded frames (..., 6, H, W) with gains/offsets (..., 6).
 
@@ -142,7 +117,7 @@ def calibrate(coded, gains, offsets):
         out[index] = transfer_planes_(planes[index].clone(), gains[index], offsets[index])
     return out.reshape(shape)
 
-# %% ../nbs/suvi_fill/30_align.ipynb 23
+# %% ../nbs/suvi_fill/30_align.ipynb 33
 #: Pixels of crop around the disk: a bicubic sample reads two pixels either side of its source.
 CROP_MARGIN = 2.0
 
@@ -154,7 +129,7 @@ def disk_crop(height: int, width: int, radius: float) -> tuple[int, int, int, in
     return (max(0, math.floor(cy - reach)), min(height, math.ceil(cy + reach) + 1),
             max(0, math.floor(cx - reach)), min(width, math.ceil(cx + reach) + 1))
 
-
+# %% ../nbs/suvi_fill/30_align.ipynb 36
 def disk_geometry(b0: float, radius: float, height: int, width: int, crop=None,
                   distance: float = OBSERVER_DISTANCE, device=None) -> dict:
     """The dt-independent part of the mapping for one sample, on `crop` (default: whole image).
@@ -174,13 +149,13 @@ def disk_geometry(b0: float, radius: float, height: int, width: int, crop=None,
     sin_lat = y * cos_b + z * sin_b
     meridian = z * cos_b - y * sin_b
     return {"x": x, "meridian": meridian, "north": sin_lat * cos_b, "toward": sin_lat * sin_b,
-            "rate": synodic_rate(sin_lat), "on_disk": on_disk, "sin_b": sin_b, "cos_b": cos_b,
+            "rate": rotation.synodic_rate(sin_lat), "on_disk": on_disk, "sin_b": sin_b, "cos_b": cos_b,
             "distance": distance,
             # grid = position * scale + shift, per axis, normalised to the crop (align_corners=True)
             "scale": (2.0 * radius / max(w - 1, 1), 2.0 * radius / max(h - 1, 1)),
             "shift": (2.0 * (cx - col0) / max(w - 1, 1) - 1.0, 2.0 * (cy - row0) / max(h - 1, 1) - 1.0)}
 
-
+# %% ../nbs/suvi_fill/30_align.ipynb 39
 def frame_grid(geometry: dict, dts):
     """Per frame: rotate by delta = −rate·dt and project back.  `dts` (N,) s ->
     (`grid` (N, h, w, 2) for `grid_sample`, `covered` (N, h, w))."""
@@ -197,7 +172,7 @@ def frame_grid(geometry: dict, dts):
     torch.mul(q, g["scale"][1], out=grid[..., 1]).add_(g["shift"][1])
     return grid, covered
 
-
+# %% ../nbs/suvi_fill/30_align.ipynb 42
 def source_grid(dts, b0: float, radius: float, height: int, width: int, crop=None,
                 distance: float = OBSERVER_DISTANCE):
     """Sampling grid of N frames of one sample, brought to the target time.
@@ -212,19 +187,20 @@ def source_grid(dts, b0: float, radius: float, height: int, width: int, crop=Non
     grid, covered = frame_grid(geometry, dts)
     return grid, geometry["on_disk"], covered
 
-# %% ../nbs/suvi_fill/30_align.ipynb 28
+# %% ../nbs/suvi_fill/30_align.ipynb 47
 def _check(stack, dts, valid, gains, offsets, b0, radius):
+    "Refuse, naming the argument, any of `align_stack`'s tensors whose shape does not fit `stack`'s."
     if stack.dim() != 5:
-        raise ValueError(f"align_stack: stack must be (B, T, bands, H, W), got shape {tuple(stack.shape)}")
+        raise OptionError(f"align_stack: stack must be (B, T, bands, H, W), got shape {tuple(stack.shape)}")
     batch, depth, bands = stack.shape[:3]
     expected = {"dts": (batch, depth), "valid": (batch, depth), "gains": (batch, depth, bands),
                 "offsets": (batch, depth, bands), "b0": (batch,), "radius": (batch,)}
     for name, value in zip(expected, (dts, valid, gains, offsets, b0, radius)):
         if tuple(value.shape) != expected[name]:
-            raise ValueError(f"align_stack: {name} must have shape {expected[name]} for a stack of "
+            raise OptionError(f"align_stack: {name} must have shape {expected[name]} for a stack of "
                              f"{tuple(stack.shape)}, got {tuple(value.shape)}")
 
-
+# %% ../nbs/suvi_fill/30_align.ipynb 50
 #: Frames per grid on the CPU: one at a time keeps every temporary small enough
 #: to be reused from the allocator rather than page-faulted in afresh (at 640 px a
 #: sample's whole grid is ~10 MB a tensor); CUDA takes a sample's frames at once.
@@ -232,7 +208,47 @@ CPU_FRAMES_PER_GRID = 1
 #: How a frame is read at its sources (a `grid_sample` mode): bicubic, measured above.
 SAMPLING = "bicubic"
 
+# %% ../nbs/suvi_fill/30_align.ipynb 52
+def transfer_sample_(frames, transfer, gains, offsets, work=None):
+    """Apply `r' = gain·r + offset` **in place** to the planes of `frames` (T, 6, H, W), float32,
+    that `transfer` (T, 6) bool, on the CPU, marks; `gains`/`offsets` (T, 6).
+    Returns the scratch plane to pass to the next call (None if none was needed)."""
+    planes = transfer.nonzero()
+    if not len(planes):
+        return work
+    if frames.device.type == "cuda":
+        t, k = planes[:, 0].to(frames.device), planes[:, 1].to(frames.device)
+        frames[t, k] = transfer_planes_(frames[t, k], gains[t, k], offsets[t, k])
+        return work
+    work = torch.empty(1, *frames.shape[-2:], dtype=torch.float32) if work is None else work
+    for t, k in planes.tolist():
+        transfer_planes_(frames[t, k][None], gains[t, k, None], offsets[t, k, None], work)
+    return work
 
+# %% ../nbs/suvi_fill/30_align.ipynb 55
+def rotate_sample_(frames, coverage, moving, dts, b0: float, radius: float, *,
+                   distance=OBSERVER_DISTANCE, sampling=SAMPLING, per_grid=CPU_FRAMES_PER_GRID):
+    """Resample the `moving` frames (indices) of one sample's `frames` (T, 6, H, W) **in place**
+    onto the target time, `dts` (T,) s; writes their `coverage` (T, H, W) over the disk's crop."""
+    row0, row1, col0, col1 = crop = disk_crop(*frames.shape[-2:], radius)
+    geometry = disk_geometry(b0, radius, *frames.shape[-2:], crop, distance, frames.device)
+    keep_off = ~geometry["on_disk"]
+    for chunk in moving.split(per_grid):
+        if len(chunk) == 1:                    # a view: no gather, no scatter
+            index = slice(int(chunk[0]), int(chunk[0]) + 1)
+        else:
+            index = chunk.to(frames.device)
+        grid, covered = frame_grid(geometry, dts[index])
+        window = frames[index, :, row0:row1, col0:col1]
+        sampled = F.grid_sample(window, grid, mode=sampling, padding_mode="border", align_corners=True)
+        keep = covered.logical_and_(geometry["on_disk"])[:, None]
+        if isinstance(index, slice):
+            window.copy_(torch.where(keep, sampled, window))
+        else:
+            frames[index, :, row0:row1, col0:col1] = torch.where(keep, sampled, window)
+        coverage[index, row0:row1, col0:col1] = torch.logical_or(keep[:, 0], keep_off)
+
+# %% ../nbs/suvi_fill/30_align.ipynb 58
 def align_stack(stack, dts, valid, gains, offsets, b0, radius, *, return_coverage=False,
                 distance=OBSERVER_DISTANCE, sampling=SAMPLING):
     """Bring every valid frame of `stack` to its target's time and satellite calibration.
@@ -251,16 +267,13 @@ def align_stack(stack, dts, valid, gains, offsets, b0, radius, *, return_coverag
     """
     _check(stack, dts, valid, gains, offsets, b0, radius)
     if sampling not in ("bilinear", "bicubic"):
-        raise ValueError(f"align_stack: sampling must be 'bilinear' or 'bicubic', not {sampling!r}")
+        raise OptionError(f"align_stack: sampling must be 'bilinear' or 'bicubic', not {sampling!r}")
     batch, depth, bands, height, width = stack.shape
     device = stack.device
     out = stack.float().clone()
     coverage = torch.ones(batch, depth, height, width, device=device, dtype=torch.float32)
     valid = valid.to(device=device, dtype=torch.bool)
-    dts = dts.to(device=device, dtype=torch.float32)
-    gains = gains.to(device=device, dtype=torch.float32)
-    offsets = offsets.to(device=device, dtype=torch.float32)
-    # Host-side decisions, one transfer each: which planes to re-code, which frames to move.
+    dts, gains, offsets = (t.to(device=device, dtype=torch.float32) for t in (dts, gains, offsets))
     transfer = (valid[..., None] & ((gains != 1) | (offsets != 0))).cpu()
     moving = (valid & (dts != 0)).cpu()
     b0_list, radius_list = b0.detach().cpu().double().tolist(), radius.detach().cpu().double().tolist()
@@ -268,40 +281,14 @@ def align_stack(stack, dts, valid, gains, offsets, b0, radius, *, return_coverag
     with torch.autocast(device.type, enabled=False):
         work = None
         for b in range(batch):
-            planes = transfer[b].nonzero()
-            if len(planes) and device.type == "cuda":
-                t, k = planes[:, 0].to(device), planes[:, 1].to(device)
-                out[b, t, k] = transfer_planes_(out[b, t, k], gains[b, t, k], offsets[b, t, k])
-            elif len(planes):
-                work = torch.empty(1, height, width, dtype=torch.float32) if work is None else work
-                for t, k in planes.tolist():
-                    transfer_planes_(out[b, t, k][None], gains[b, t, k, None], offsets[b, t, k, None], work)
+            work = transfer_sample_(out[b], transfer[b], gains[b], offsets[b], work)
             frames = moving[b].nonzero().squeeze(1)
-            if not len(frames):
-                continue
-            row0, row1, col0, col1 = crop = disk_crop(height, width, radius_list[b])
-            geometry = disk_geometry(b0_list[b], radius_list[b], height, width, crop, distance, device)
-            keep_off = ~geometry["on_disk"]
-            for chunk in frames.split(per_grid):
-                if len(chunk) == 1:                    # a view: no gather, no scatter
-                    index = slice(int(chunk[0]), int(chunk[0]) + 1)
-                else:
-                    index = chunk.to(device)
-                grid, covered = frame_grid(geometry, dts[b, index])
-                window = out[b, index, :, row0:row1, col0:col1]
-                sampled = F.grid_sample(window, grid, mode=sampling, padding_mode="border",
-                                        align_corners=True)
-                keep = covered.logical_and_(geometry["on_disk"])[:, None]
-                if isinstance(index, slice):
-                    window.copy_(torch.where(keep, sampled, window))
-                else:
-                    out[b, index, :, row0:row1, col0:col1] = torch.where(keep, sampled, window)
-                coverage[b, index, row0:row1, col0:col1] = torch.logical_or(keep[:, 0], keep_off)
-    if return_coverage:
-        return out, coverage
-    return out
+            if len(frames):
+                rotate_sample_(out[b], coverage[b], frames, dts[b], b0_list[b], radius_list[b],
+                               distance=distance, sampling=sampling, per_grid=per_grid)
+    return (out, coverage) if return_coverage else out
 
-# %% ../nbs/suvi_fill/30_align.ipynb 30
+# %% ../nbs/suvi_fill/30_align.ipynb 60
 def feature_disk(height, width, radius, b0, features, distance=OBSERVER_DISTANCE):
     """A synthetic (H, W) float32 frame in [0, ~1.5]: disk, features, corona.
 
@@ -326,21 +313,18 @@ def feature_disk(height, width, radius, b0, features, distance=OBSERVER_DISTANCE
     rho = torch.sqrt(p * p + q * q)
     return torch.where(on_disk, image, 0.1 * torch.exp(-(rho - 1.0) / 0.05)).float()
 
-
+# %% ../nbs/suvi_fill/30_align.ipynb 63
 def rotated(features, dt, b0=0.0):
     "The `features` of `feature_disk` `dt` seconds later: each longitude advanced by the synodic rate."
-    return [(lat, lon + math.degrees(synodic_rate(math.sin(math.radians(lat)))) * dt, w, a)
+    return [(lat, lon + math.degrees(rotation.synodic_rate(math.sin(math.radians(lat)))) * dt, w, a)
             for lat, lon, w, a in features]
 
-# %% ../nbs/suvi_fill/30_align.ipynb 39
-def sunpy_rotate(image, dt, b0, radius, when="2026-03-20T00:00:00", distance=OBSERVER_DISTANCE):
-    """Derotate one (H, W) frame by `dt` s (target − frame) with sunpy; NaN where sunpy has no value.
-
-    Needs sunpy with its `map` and `image` extras; raises ImportError saying so otherwise.
-    """
+# %% ../nbs/suvi_fill/30_align.ipynb 73
+def _sunpy():
+    "The sunpy and astropy pieces `sunpy_rotate` needs, as a namespace; ImportError naming the extra if absent."
+    import types
     import warnings
     try:
-        import numpy as np
         import astropy.units as u
         from astropy.coordinates import SkyCoord
         from astropy.time import Time
@@ -352,18 +336,36 @@ def sunpy_rotate(image, dt, b0, radius, when="2026-03-20T00:00:00", distance=OBS
             import skimage  # noqa: F401  (differential_rotate's warp)
     except ImportError as exc:
         raise ImportError(f"sunpy_rotate needs sunpy[map,image] (pip install 'sunpy[map,image]'): {exc}") from None
-    data = np.asarray(image, dtype=np.float32)
+    return types.SimpleNamespace(u=u, SkyCoord=SkyCoord, Time=Time, map=sunpy.map, frames=frames,
+                                 differential_rotate=differential_rotate)
+
+# %% ../nbs/suvi_fill/30_align.ipynb 76
+def _sunpy_map(sp, data, b0, radius, start, distance):
+    "(Map of `data` seen from 1 AU at latitude `b0`, the observer's coordinate), limb at `radius` px."
+    u, frames = sp.u, sp.frames
     height, width = data.shape
-    start = Time(when)
-    observer = SkyCoord(0 * u.deg, b0 * u.deg, distance * paths.SOLAR_RADIUS_M * u.m,
-                        frame=frames.HeliographicStonyhurst, obstime=start)
-    centre = SkyCoord(0 * u.arcsec, 0 * u.arcsec, frame=frames.Helioprojective(
+    observer = sp.SkyCoord(0 * u.deg, b0 * u.deg, distance * paths.SOLAR_RADIUS_M * u.m,
+                           frame=frames.HeliographicStonyhurst, obstime=start)
+    centre = sp.SkyCoord(0 * u.arcsec, 0 * u.arcsec, frame=frames.Helioprojective(
         observer=observer, obstime=start, rsun=paths.SOLAR_RADIUS_M * u.m))
     scale = math.degrees(1.0 / math.sqrt(distance**2 - 1.0)) * 3600.0 / radius
-    header = sunpy.map.make_fitswcs_header(data, centre, reference_pixel=[(width - 1) / 2, (height - 1) / 2] * u.pix,
-                                           scale=[scale, scale] * u.arcsec / u.pix)
+    header = sp.map.make_fitswcs_header(data, centre, reference_pixel=[(width - 1) / 2, (height - 1) / 2] * u.pix,
+                                        scale=[scale, scale] * u.arcsec / u.pix)
+    return sp.map.Map(data, header), observer
+
+# %% ../nbs/suvi_fill/30_align.ipynb 79
+def sunpy_rotate(image, dt, b0, radius, when="2026-03-20T00:00:00", distance=OBSERVER_DISTANCE):
+    """Derotate one (H, W) frame by `dt` s (target − frame) with sunpy; NaN where sunpy has no value.
+
+    Needs sunpy with its `map` and `image` extras; raises ImportError saying so otherwise.
+    """
+    import warnings
+
+    import numpy as np
+    sp = _sunpy()
+    start = sp.Time(when)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        frame = sunpy.map.Map(data, header)
-        later = observer.transform_to(frames.HeliographicStonyhurst(obstime=start + dt * u.s))
-        return np.asarray(differential_rotate(frame, observer=later, frame_time="synodic").data, dtype=np.float32)
+        frame, observer = _sunpy_map(sp, np.asarray(image, dtype=np.float32), b0, radius, start, distance)
+        later = observer.transform_to(sp.frames.HeliographicStonyhurst(obstime=start + dt * sp.u.s))
+        return np.asarray(sp.differential_rotate(frame, observer=later, frame_time="synodic").data, dtype=np.float32)

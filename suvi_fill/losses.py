@@ -9,7 +9,8 @@ import math
 
 import torch
 
-from suvi_fill import dataset, metrics, paths
+from suvi_fill import paths
+from suvi_fill.coding import ASINH_RANGE, ASINH_SCALE, DISPLAY_MAPPING, MSE_FLOOR, decode_torch
 
 # %% auto 0
 __all__ = ['GRADIENT_WEIGHT', 'DISPLAY_WEIGHT', 'CHARBONNIER_EPS', 'DISPLAY_EPS', 'display_map', 'display_slope',
@@ -34,13 +35,13 @@ def display_map(coded, eps=DISPLAY_EPS):
     """Model space -> display space for all six bands, differentiably when eps > 0.
 
     `coded` (B, 6, H, W) asinh-coded.  The torch equivalent of
-    :func:`suvi_fill.metrics.to_display`; with ``eps=0.0`` it *is* that mapping, for
+    :func:`suvi_fill.coding.to_display`; with ``eps=0.0`` it *is* that mapping, for
     metrics under no_grad.
     """
-    radiance = torch.sinh(coded.clamp(-1, 1) * dataset.ASINH_RANGE) * dataset.ASINH_SCALE
+    radiance = decode_torch(coded.clamp(-1, 1))
     out = []
     for index, wavelength in enumerate(paths.WAVELENGTHS):
-        vmin, vmax, gamma = metrics.DISPLAY_MAPPING[wavelength]
+        vmin, vmax, gamma = DISPLAY_MAPPING[wavelength]
         scaled = ((radiance[:, index] - vmin) / vmax).clamp(0.0, 1.0)
         out.append((scaled + eps) ** gamma - eps**gamma)
     return torch.stack(out, dim=1)
@@ -54,8 +55,8 @@ def display_slope(eps=DISPLAY_EPS, samples=20001):
     """
     out = {}
     for index, wavelength in enumerate(paths.WAVELENGTHS):
-        vmin, vmax, gamma = metrics.DISPLAY_MAPPING[wavelength]
-        at_vmin = math.asinh(vmin / dataset.ASINH_SCALE) / dataset.ASINH_RANGE
+        vmin, vmax, gamma = DISPLAY_MAPPING[wavelength]
+        at_vmin = math.asinh(vmin / ASINH_SCALE) / ASINH_RANGE
         codes = torch.cat([torch.linspace(-1, 1, samples), torch.tensor([at_vmin])]).reshape(1, 1, 1, -1)
         codes = codes.expand(1, 6, 1, -1).clone().requires_grad_(True)
         display_map(codes, eps)[:, index].sum().backward()
@@ -72,7 +73,7 @@ def charbonnier(prediction, truth, bands, eps=CHARBONNIER_EPS):
     """Mean Charbonnier error over the (sample, band)s `bands` (B, 6) marks."""
     return (charbonnier_bands(prediction, truth, eps) * bands).sum() / bands.sum().clamp(min=1.0)
 
-
+# %% ../nbs/suvi_fill/31_losses.ipynb 14
 def gradient_loss(prediction, truth, bands):
     """Match image gradients, so a blurred answer is penalised as well as a wrong one."""
     loss = 0.0
@@ -80,7 +81,7 @@ def gradient_loss(prediction, truth, bands):
         loss = loss + charbonnier(prediction.diff(dim=axis), truth.diff(dim=axis), bands)
     return loss / 2
 
-
+# %% ../nbs/suvi_fill/31_losses.ipynb 17
 def criterion(prediction, target, lost):
     """The full training loss over the lost bands, in spaces whose gradients are
     bounded everywhere.
@@ -94,14 +95,14 @@ def criterion(prediction, target, lost):
     )
     return loss
 
-
+# %% ../nbs/suvi_fill/31_losses.ipynb 22
 def band_terms(prediction, target):
     "The criterion's value per (sample, band), (B, 6): `criterion` is their mean over the lost ones."
     gradient = sum(charbonnier_bands(prediction.diff(dim=a), target.diff(dim=a)) for a in (-1, -2)) / 2
     return (charbonnier_bands(prediction, target) + GRADIENT_WEIGHT * gradient
             + DISPLAY_WEIGHT * charbonnier_bands(display_map(prediction), display_map(target)))
 
-
+# %% ../nbs/suvi_fill/31_losses.ipynb 24
 def balanced_criterion(prediction, target, lost):
     """`criterion` with each lost (sample, band) weighted by the inverse of its own (detached)
     value: the gradient is that of the mean *log* term, so a 10 % smaller error counts the
@@ -111,7 +112,7 @@ def balanced_criterion(prediction, target, lost):
     weight = lost / terms.detach()
     return (terms * weight).sum() / weight.sum().clamp(min=1e-12)
 
-# %% ../nbs/suvi_fill/31_losses.ipynb 18
+# %% ../nbs/suvi_fill/31_losses.ipynb 27
 def display_psnr(prediction, target, lost):
     """Mean per-band display PSNR over the lost bands, the bench's definition, in dB.
 
@@ -121,6 +122,6 @@ def display_psnr(prediction, target, lost):
     with torch.no_grad():
         shown = display_map(prediction.float(), eps=0.0)
         truth = display_map(target.float(), eps=0.0)
-        mse = ((shown - truth) ** 2).mean(dim=(-2, -1)).clamp(min=metrics.MSE_FLOOR)
+        mse = ((shown - truth) ** 2).mean(dim=(-2, -1)).clamp(min=MSE_FLOOR)
         psnr = 10.0 * torch.log10(1.0 / mse)
         return float((psnr * lost).sum() / lost.sum().clamp(min=1.0))
