@@ -29,6 +29,7 @@ HIDDEN = ("#| hide",)
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 
 CONF = '''
+from pathlib import Path
 project = "suvi-szrank"
 author = "Research Tooling"
 extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode"]
@@ -37,7 +38,7 @@ exclude_patterns = ["_build", ".jupyter_cache", "**/.ipynb_checkpoints"]
 html_theme = "sphinx_book_theme"
 html_title = "suvi-szrank"
 nb_execution_mode = "cache"
-nb_execution_cache_path = ".jupyter_cache"
+nb_execution_cache_path = str(Path(__file__).resolve().parent / ".jupyter_cache")   # beside this file, whatever the cwd
 nb_execution_timeout = 900
 nb_execution_raise_on_error = False   # report every failing notebook (a warning, an error under -W)
 nb_execution_show_tb = True
