@@ -15,9 +15,10 @@ from suvi_fill.errors import DataError, OptionError
 from suvi_fill.sample import Sample, Target, assemble
 
 # %% auto 0
-__all__ = ['LADDER', 'OFFSETS', 'GAP_MAX', 'NATURAL_SHARE', 'collate', 'ladder_for', 'gap_offsets', 'inside_mask', 'gap_damage',
-           'measured_gaps', 'draw_gap', 'choose_anchors', 'calibration_beside', 'SlotIndex', 'segment_targets',
-           'checked_damage', 'Sampler', 'build_sample', 'build_gap_sample', 'to_tensors']
+__all__ = ['LADDER', 'OFFSETS', 'GAP_MAX', 'NATURAL_SHARE', 'NEVER', 'collate', 'ladder_for', 'gap_offsets', 'inside_mask',
+           'gap_damage', 'measured_gaps', 'draw_gap', 'pick_nearest', 'choose_anchors', 'calibration_beside',
+           'SlotIndex', 'segment_targets', 'checked_damage', 'Sampler', 'build_sample', 'build_gap_sample',
+           'to_tensors']
 
 # %% ../nbs/suvi_fill/33_samples.ipynb 4
 #: Spans (slots either side of the target) a model can be trained for; see above.
@@ -47,12 +48,12 @@ GAP_MAX = 300
 #: the lost-band patterns and nearby outages of the archive as they come.
 NATURAL_SHARE = 0.25
 
-
+# %% ../nbs/suvi_fill/33_samples.ipynb 10
 def gap_offsets(gap: int, base=OFFSETS) -> tuple:
     "The anchor ladder for gap `gap`: `base` joined with `ladder_for(gap)`."
     return tuple(sorted(set(int(o) for o in base) | set(ladder_for(int(gap)))))
 
-
+# %% ../nbs/suvi_fill/33_samples.ipynb 13
 def inside_mask(segs, satellites, when: int, span: int) -> np.ndarray:
     "Bool (2 * span + 1, len(satellites)): slot `when + d` of that satellite lies inside `segs`."
     d = np.arange(-span, span + 1) + int(when)
@@ -62,7 +63,7 @@ def inside_mask(segs, satellites, when: int, span: int) -> np.ndarray:
             out[:, list(satellites).index(sat)] |= (d >= start) & (d < end)
     return out
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 9
+# %% ../nbs/suvi_fill/33_samples.ipynb 15
 def gap_damage(lost, window, inside, gap: int) -> np.ndarray:
     """The window (2 * span + 1, n_satellites, 6) of gap `gap`: lost bands absent at |d| < gap
     and present (inside the split) from there on; every band absent outside the split."""
@@ -76,7 +77,7 @@ def gap_damage(lost, window, inside, gap: int) -> np.ndarray:
                                                           (int((~near).sum()), len(columns), int(lost.sum())))
     return window
 
-
+# %% ../nbs/suvi_fill/33_samples.ipynb 18
 def measured_gaps(sample: Sample) -> dict:
     "`{band index: slots from the target to the nearest frame holding it}` for the sample's lost bands."
     slots = sample.slot_gaps()
@@ -86,7 +87,7 @@ def measured_gaps(sample: Sample) -> dict:
         out[int(b)] = int(slots[holding].min()) if len(holding) else None
     return out
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 11
+# %% ../nbs/suvi_fill/33_samples.ipynb 19
 def draw_gap(rng, gap_max: int = GAP_MAX, natural_share: float = NATURAL_SHARE):
     """A training gap: None (the availability model's damage alone) with probability
     `natural_share`, else log-uniform in [1, `gap_max`] slots -- as many samples per
@@ -95,7 +96,28 @@ def draw_gap(rng, gap_max: int = GAP_MAX, natural_share: float = NATURAL_SHARE):
         return None
     return int(np.clip(np.rint(np.exp(rng.uniform(0.0, np.log(gap_max + 0.5)))), 1, gap_max))
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 14
+# %% ../nbs/suvi_fill/33_samples.ipynb 22
+#: The key of a frame that may not be chosen: larger than any real key.
+NEVER = np.iinfo(np.int64).max
+
+
+def pick_nearest(usable: np.ndarray, aim: int, allowed: np.ndarray, other: np.ndarray, chosen: dict) -> None:
+    """Add to `chosen` (`{(k, d): bands}`), per band, the usable and `allowed` frame nearest slot `aim`.
+
+    Key: distance to the aim, then the other satellite (`other` (n_sat, 1) bool), then distance to the target.
+    """
+    n_sat, width, bands = usable.shape
+    span = (width - 1) // 2
+    deltas = np.arange(-span, span + 1)
+    key = ((np.abs(deltas - aim)[None, :] * 2 + other) * (2 * span + 2) + np.abs(deltas)[None, :])
+    key = np.where(allowed[..., None] & usable, key[..., None], NEVER)
+    flat = key.reshape(n_sat * width, bands)
+    best = flat.argmin(axis=0)
+    for b in np.flatnonzero(flat[best, np.arange(bands)] != NEVER):
+        k, row = divmod(int(best[b]), width)
+        chosen.setdefault((k, row - span), np.zeros(bands, bool))[b] = True
+
+# %% ../nbs/suvi_fill/33_samples.ipynb 25
 def choose_anchors(usable: np.ndarray, offsets, target_column: int) -> dict:
     """The anchors of one sample from a usability cube.
 
@@ -104,31 +126,18 @@ def choose_anchors(usable: np.ndarray, offsets, target_column: int) -> dict:
     (`target_column`, d = 0) must already be False.  Returns `{(k, d): bands}` with
     `bands` a bool (6,) of the bands that frame was chosen for.
     """
-    n_sat, width, bands = usable.shape
-    span = (width - 1) // 2
-    deltas = np.arange(-span, span + 1)
+    n_sat, width, _ = usable.shape
+    deltas = np.arange(width) - (width - 1) // 2
     other = (np.arange(n_sat) != target_column)[:, None]            # (n_sat, 1)
     chosen: dict = {}
-
-    def pick(aim, allowed):
-        # Key: distance to the aim, then the other satellite, then distance to the target.
-        key = ((np.abs(deltas - aim)[None, :] * 2 + other) * (2 * span + 2) + np.abs(deltas)[None, :])
-        key = np.where(allowed[..., None] & usable, key[..., None], np.iinfo(np.int64).max)
-        flat = key.reshape(n_sat * width, bands)
-        best = flat.argmin(axis=0)
-        for b in np.flatnonzero(flat[best, np.arange(bands)] != np.iinfo(np.int64).max):
-            k, row = divmod(int(best[b]), width)
-            chosen.setdefault((k, row - span), np.zeros(bands, bool))[b] = True
-
     for side in (-1, 1):
         allowed = np.broadcast_to(side * deltas >= 0, (n_sat, width))
         for o in offsets:
-            pick(side * int(o), allowed)
-    simultaneous = np.broadcast_to(other, (n_sat, width))
-    pick(0, simultaneous)
+            pick_nearest(usable, side * int(o), allowed, other, chosen)
+    pick_nearest(usable, 0, np.broadcast_to(other, (n_sat, width)), other, chosen)
     return chosen
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 17
+# %% ../nbs/suvi_fill/33_samples.ipynb 28
 def calibration_beside(shards):
     """The `calibration` of a manifest.json beside `shards`, read now, or None.
 
@@ -146,7 +155,7 @@ def calibration_beside(shards):
             return found
     return None
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 21
+# %% ../nbs/suvi_fill/33_samples.ipynb 32
 def _read_band(shard, i: int, b: int, out: np.ndarray) -> None:
     "`out[...] = shard.band(i, b)`, without the intermediate plane when `Shard.band` takes `out=`."
     kind = type(shard)
@@ -163,7 +172,7 @@ def _read_band(shard, i: int, b: int, out: np.ndarray) -> None:
 
 _TAKES_OUT: dict = {}
 
-
+# %% ../nbs/suvi_fill/33_samples.ipynb 35
 class SlotIndex:
     "The resident slots of one satellite over its shards (any days) as one sorted axis."
 
@@ -205,7 +214,7 @@ class SlotIndex:
         return Target(shard.frame(i), self.present[row].copy(), float(self.time[row]),
                       float(shard.b0[i]), float(shard.radius[i]))
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 23
+# %% ../nbs/suvi_fill/33_samples.ipynb 37
 def segment_targets(index: SlotIndex, satellite: int, segments, span: int) -> list:
     "The clean slots of `index` inside a `segments` entry of `satellite` with `span` slots of margin (all: None)."
     clean = index.slots[index.present.all(axis=1)]
@@ -217,7 +226,7 @@ def segment_targets(index: SlotIndex, satellite: int, segments, span: int) -> li
         clean = clean[keep]
     return [int(slot) for slot in clean]
 
-
+# %% ../nbs/suvi_fill/33_samples.ipynb 40
 def checked_damage(lost, window, span: int, satellites: int) -> tuple:
     "`(lost (6,), window)` as bool arrays, refused unless some band is lost and `window` is (2 * span + 1, satellites, 6)."
     lost, window = np.asarray(lost, bool).reshape(6), np.asarray(window, bool)
@@ -227,7 +236,7 @@ def checked_damage(lost, window, span: int, satellites: int) -> tuple:
         raise OptionError(f"damage window {window.shape} is not {(2 * span + 1, satellites, 6)}")
     return lost, window
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 24
+# %% ../nbs/suvi_fill/33_samples.ipynb 43
 class Sampler:
     """Targets and freshly damaged samples from resident shards.
 
@@ -305,7 +314,7 @@ class Sampler:
         "A `Sample` whose lost bands are `gap` slots away, or None (see `build_gap_sample`)."
         return build_gap_sample(self, satellite, when, rng, gap, exact, inside)
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 26
+# %% ../nbs/suvi_fill/33_samples.ipynb 45
 def build_sample(sampler: Sampler, satellite, when, rng, lost=None, window=None, offsets=None):
     """One freshly damaged `Sample` of target `(satellite, when)` from `sampler`, or None.
 
@@ -335,7 +344,7 @@ def build_sample(sampler: Sampler, satellite, when, rng, lost=None, window=None,
     return assemble(satellite, when, index.target(when), lost, anchors, sampler.satellites, read,
                     sampler.transfer)
 
-
+# %% ../nbs/suvi_fill/33_samples.ipynb 48
 def build_gap_sample(sampler: Sampler, satellite, when, rng, gap: int, exact: bool = False, inside=None):
     """A `Sample` of target `(satellite, when)` whose lost bands are `gap` slots away, or None.
 
@@ -362,7 +371,7 @@ def build_gap_sample(sampler: Sampler, satellite, when, rng, gap: int, exact: bo
         return None
     return sample
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 29
+# %% ../nbs/suvi_fill/33_samples.ipynb 51
 def to_tensors(sample: Sample, torch=None) -> dict:
     "`conditioning.to_tensors(sample)`; `torch` is ignored (the old signature passed it in)."
     return conditioning.to_tensors(sample)
