@@ -1,0 +1,196 @@
+"""The three widgets in a real browser: JupyterLab on localhost, Debian's Chromium driven
+by Playwright.  A notebook shows the frame inspector, the filler inspector and the
+calibration browser on tiny data, after `matplotlib.use("Agg")` (as the project's own
+notebooks call it); each widget must draw a PNG with a caption, respond to its controls
+(the picture changes and the caption names the new state), survive a burst of changes
+(one picture, the caption at the last value), and leave no error in the browser console
+or the kernel's output.
+
+Chromium comes from Debian (`apt-get install chromium`, done by .ci/run); Playwright
+drives that executable (a browser downloaded by the driver cannot be installed here).
+Without Chromium the test is skipped, except under CI, where it fails."""
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import run, tool
+from test_suvi_fillers import fill_corpus  # noqa: F401  (the tiny corpus fixture)
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+if CHROMIUM is None:
+    if os.environ.get("CI"):
+        raise RuntimeError("CI needs Debian's chromium for the browser test (.ci/run installs it)")
+    pytest.skip("no chromium on PATH (apt-get install chromium)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-dev-shm-usage",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+WAIT_MS = 120_000     # a redraw of the filler inspector takes seconds on a loaded 2-core machine
+CELLS = {
+    "frame": "from suvi_fill.inspector import inspector\ninspector(CORPUS)",
+    "filler": "from suvi_fill.filler_inspector import filler_inspector\nfiller_inspector(CORPUS, gaps=(1, 4))",
+    "calibration": "from szrank.plots import report_browser\nreport_browser(MODEL)",
+}
+
+
+@pytest.fixture(scope="module")
+def published_model(tmp_path_factory):
+    "A published szrank model directory (a tiny forced-deploy training run)."
+    from szrank.snapshot import SPLIT_RUNS
+    from szrank.stream import write_stream
+    from szrank.synthetic import synthesize_corpus
+    base = tmp_path_factory.mktemp("szrank_model")
+    write_stream(base / "tiny.sztx", synthesize_corpus(SPLIT_RUNS, seed=11,
+                                                       records={"train": 512, "validation": 256, "test": 256, "stress": 256}))
+    result = run([tool("szrank"), "train", "--snapshot", str(base / "tiny.sztx"), "--output-directory", str(base / "model"),
+                  "--report-epochs", "1", "--batch-size", "128", "--shuffle-records", "512", "--threads", "1",
+                  "--device", "cpu", "--force-deploy"])
+    assert result.returncode == 0, result.stderr
+    return base / "model"
+
+
+def notebook(corpus: Path, model: Path) -> dict:
+    setup = ("import matplotlib\nmatplotlib.use('Agg')   # as the project's notebooks do: the widgets must not depend on it\n"
+             f"CORPUS, MODEL = {str(corpus)!r}, {str(model)!r}")
+    cells = [setup] + list(CELLS.values())
+    return {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": c}
+                      for c in cells],
+            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+            "nbformat": 4, "nbformat_minor": 5}
+
+
+@pytest.fixture(scope="module")
+def lab(fill_corpus, published_model, tmp_path_factory):
+    "JupyterLab serving a folder with the widgets notebook; yields its URL."
+    root = tmp_path_factory.mktemp("lab")
+    (root / "widgets.ipynb").write_text(json.dumps(notebook(fill_corpus, published_model)))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    token = secrets.token_hex(16)
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(root / ".config"), JUPYTER_DATA_DIR=str(root / ".data"),
+               JUPYTER_RUNTIME_DIR=str(root / ".runtime"), OMP_NUM_THREADS="1",
+               PYTHONWARNINGS="ignore:pkg_resources is deprecated:UserWarning")
+    log = (root / "server.log").open("w")
+    server = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
+                               "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}",
+                               f"--ServerApp.root_dir={root}", "--LabApp.news_url=",
+                               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+                              stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=5)
+                break
+            except OSError:
+                assert time.time() < deadline and server.poll() is None, (root / "server.log").read_text()[-3000:]
+                time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}/lab/tree/widgets.ipynb?token={token}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def page(lab):
+    "The notebook open in headless Chromium, every cell run; console errors collected in `page.errors`."
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        page.errors = []
+        page.on("console", lambda message: message.type == "error" and page.errors.append(message.text))
+        page.on("pageerror", lambda error: page.errors.append(str(error)))
+        page.goto(lab)
+        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=WAIT_MS)
+        page.click(".jp-Cell .jp-InputArea-editor")
+        for _ in range(len(CELLS) + 1):
+            page.keyboard.press("Shift+Enter")
+        page.wait_for_function(f"document.querySelectorAll('.plot-caption').length >= {len(CELLS)}", timeout=WAIT_MS)
+        yield page
+        browser.close()
+
+
+def cell(page, name: str):
+    return page.locator(".jp-Notebook .jp-CodeCell").nth(1 + list(CELLS).index(name))
+
+
+def caption(page, name: str) -> str:
+    return cell(page, name).locator(".plot-caption").inner_text()
+
+
+def wait_for_caption(page, name: str, pattern: str) -> str:
+    "Wait until the widget's caption matches `pattern` (a regular expression) and the kernel is idle."
+    deadline = time.time() + WAIT_MS / 1000
+    while not re.search(pattern, caption(page, name)):
+        assert time.time() < deadline, f"{name}: caption {caption(page, name)!r} never matched {pattern!r}"
+        time.sleep(0.2)
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=WAIT_MS)
+    time.sleep(0.5)
+    return caption(page, name)
+
+
+def picture(page, name: str) -> bytes:
+    return cell(page, name).locator(".jp-OutputArea-output img").first.screenshot()
+
+
+def assert_clean(page, name: str) -> None:
+    "One output (the widget, shown once), a PNG in it, no '<Figure ...>' text, no error anywhere."
+    outputs = cell(page, name).locator(".jp-OutputArea-output")
+    assert outputs.count() == 1, f"{name}: {outputs.count()} outputs (shown twice?)"
+    text = outputs.first.inner_text()
+    assert "<Figure size" not in text and "Traceback" not in text and "Error" not in text, f"{name}: {text[:300]}"
+    assert cell(page, name).locator(".plot-error").count() == 0
+    assert cell(page, name).locator(".jp-OutputArea-output img").count() >= 1, f"{name}: no picture"
+
+
+def test_each_widget_draws_a_picture_with_a_caption(page):
+    for name in CELLS:
+        assert_clean(page, name)
+        assert caption(page, name).strip(), name
+    assert page.errors == []
+
+
+def test_the_frame_inspector_follows_its_slot_slider_through_a_burst(page):
+    before_picture, before = picture(page, "frame"), caption(page, "frame")
+    slot = int(re.search(r"slot (\d+)", before).group(1))
+    slider = cell(page, "frame").locator(".widget-slider", has_text="slot").locator(".noUi-handle")
+    slider.focus()
+    for _ in range(5):                                  # a burst of changes, faster than a redraw
+        page.keyboard.press("ArrowRight")
+    after = wait_for_caption(page, "frame", rf"slot {slot + 5}\b")
+    readout = cell(page, "frame").locator(".widget-slider", has_text="slot").locator(".widget-readout").inner_text()
+    assert f"slot {readout.strip()}" in after                     # the picture is of the slot the slider shows
+    assert picture(page, "frame") != before_picture
+    assert_clean(page, "frame")
+    assert page.errors == []
+
+
+def test_the_filler_inspector_follows_its_sample_slider(page):
+    before_picture = picture(page, "filler")
+    slider = cell(page, "filler").locator(".widget-slider", has_text="sample").locator(".noUi-handle")
+    slider.focus()
+    page.keyboard.press("ArrowRight")
+    wait_for_caption(page, "filler", r"sample 1\b")
+    assert picture(page, "filler") != before_picture
+    assert_clean(page, "filler")
+    assert page.errors == []
+
+
+def test_the_calibration_browser_follows_its_split(page):
+    before_picture = picture(page, "calibration")
+    cell(page, "calibration").locator("select").nth(1).select_option("test")
+    wait_for_caption(page, "calibration", r"\btest\b")
+    assert picture(page, "calibration") != before_picture
+    assert_clean(page, "calibration")
+    assert page.errors == []
