@@ -17,13 +17,14 @@ import numpy as np
 
 from suvi_fill import paths
 from suvi_fill.coding import ASINH_RANGE, ASINH_SCALE, SATURATION, decode, encode
-from suvi_fill.errors import SuviFillError
+from suvi_fill.errors import InvalidData, MissingData
 from suvi_fill.files import atomic_writer
 
 # %% auto 0
 __all__ = ['STORE_DTYPE', 'CLEAN', 'MISSING', 'EMPTY', 'NONFINITE', 'SENTINEL', 'SATURATED', 'UNREADABLE', 'DUPLICATE',
-           'QUALITY_NAMES', 'SHARD_SUFFIX', 'CORPUS_FOV_ARCSEC', 'MAGIC', 'PLANE_OFFSET', 'shard_name', 'plate_scale',
-           'solar_radius_pixels', 'ShardWriter', 'Shard', 'describe', 'inspect_command']
+           'QUALITY_NAMES', 'SHARD_SUFFIX', 'CORPUS_FOV_ARCSEC', 'MAGIC', 'PLANE_OFFSET', 'HASH_CHUNK', 'shard_name',
+           'plate_scale', 'solar_radius_pixels', 'ShardWriter', 'Shard', 'shard_content_digest', 'inspect_command',
+           'describe']
 
 # %% ../nbs/suvi_fill/20_dataset.ipynb 4
 #: On-disk dtype of coded frames: <= 0.75 % radiance step from corona to saturation.
@@ -201,7 +202,7 @@ class Shard:
         try:
             self._fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
-            raise FileNotFoundError(f"{self.path}: no such shard (build the corpus with suvi-fill build)") from None
+            raise MissingData(f"{self.path}: no such shard (build the corpus with suvi-fill build)") from None
         try:
             self._read_meta()
         except Exception:
@@ -215,10 +216,10 @@ class Shard:
         size = os.fstat(self._fd).st_size
         head = os.pread(self._fd, 24, 0)
         if len(head) < 24 or head[:8] != MAGIC:
-            raise ValueError(f"{self.path}: not a corpus shard (bad magic); rebuild it with suvi-fill build")
+            raise InvalidData(f"{self.path}: not a corpus shard (bad magic); rebuild it with suvi-fill build")
         where, length = struct.unpack("<QQ", head[8:])
         if where + length > size:
-            raise ValueError(f"{self.path}: truncated shard ({size} bytes, metadata ends at {where + length})")
+            raise InvalidData(f"{self.path}: truncated shard ({size} bytes, metadata ends at {where + length})")
         body = os.pread(self._fd, length, where)
         (text_length,) = struct.unpack("<Q", body[:8])
         meta = json.loads(body[8:8 + text_length].decode("utf-8"))
@@ -305,55 +306,34 @@ class Shard:
                 f"{int(self.present.all(axis=1).sum())}/{len(self)} complete slots)")
 
 # %% ../nbs/suvi_fill/20_dataset.ipynb 19
-def describe(directory) -> list:
-    "The lines `suvi-fill inspect` prints for the corpus in `directory`."
-    from suvi_fill import segments
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise SuviFillError(f"--shards {directory}: not a directory (build the corpus with suvi-fill build)")
-    manifest = segments.load_manifest(directory / segments.MANIFEST)
-    shards = segments.corpus_shards(directory)
-    lines = [f"corpus {directory}: manifest {manifest['digest'][:12]}, {manifest['resolution']} px, "
-             f"cadence {manifest['cadence_seconds']} s, span_min {manifest['span_min']}"]
-    days = manifest["days"]
-    lines.append(f"days: {len(days)} ({days[0]} .. {days[-1]})" if days else "days: 0")
-    lines.append(f"satellites: {', '.join(f'g{s}' for s in manifest['satellites'])}")
-    header = "  ".join(f"{w:>6}" for w in paths.WAVELENGTHS)
-    lines.append(f"clean frames per band     {header}   complete slots")
-    try:
-        for satellite in manifest["satellites"]:
-            mine = [s for (d, sat), s in shards.items() if sat == satellite]
-            present = np.concatenate([s.present for s in mine]) if mine else np.zeros((0, 6), bool)
-            quality = np.concatenate([s.quality for s in mine]) if mine else np.zeros((0, 6), np.uint8)
-            shares = "  ".join(f"{p:>6.1%}" for p in (present.mean(axis=0) if len(present) else np.zeros(6)))
-            lines.append(f"  g{satellite} ({len(mine)} shards)        {shares}   "
-                         f"{int(present.all(axis=1).sum())}/{len(present)}")
-            reasons = {QUALITY_NAMES[c]: int(n) for c, n in zip(*np.unique(quality, return_counts=True)) if c != CLEAN}
-            lines.append(f"    not present: " + (", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) or "none"))
-    finally:
-        for shard in shards.values():
-            shard.close()
-    span = int(manifest["span_min"])
-    for name in segments.SPLITS:
-        chosen = manifest["segments"].get(name, [])
-        slots = sum(int(s[-1]) - int(s[-2]) for s in chosen)
-        lines.append(f"{name:>5}: {len(chosen)} segments, {slots} slots, {segments.targets_in(chosen, span)} targets "
-                     f"at +-{span}, days {len(segments.days_touched(chosen))}")
-    cal = manifest["calibration"]
-    for satellite in manifest["satellites"]:
-        if satellite == cal["reference"]:
-            continue
-        gains = " ".join(f"{w}:{cal['bands'][str(w)][str(satellite)]['gain']:.4f}" for w in paths.WAVELENGTHS)
-        lines.append(f"calibration g{satellite} -> g{cal['reference']} gains {gains}")
-    return lines
+#: Bytes hashed per read by `shard_content_digest` (bounded memory for any shard size).
+HASH_CHUNK = 1 << 24
 
 
+def shard_content_digest(path) -> tuple:
+    "`(header digest, recomputed content digest)` of the shard at `path`; equal when the shard is intact."
+    with Shard(path) as shard:
+        header, planes, base = shard.digest, shard.n_planes * shard.resolution ** 2 * STORE_DTYPE.itemsize, 0
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as handle:
+        handle.seek(PLANE_OFFSET)
+        for start in range(0, planes, HASH_CHUNK):
+            digest.update(handle.read(min(HASH_CHUNK, planes - start)))
+        where, length = struct.unpack("<QQ", (handle.seek(8), handle.read(16))[1])
+        handle.seek(where)
+        body = handle.read(length)
+    (text_length,) = struct.unpack("<Q", body[:8])
+    digest.update(body[8 + text_length:])
+    return header, digest.hexdigest()
+
+# %% ../nbs/suvi_fill/20_dataset.ipynb 22
 def inspect_command(parser):
-    "`suvi-fill inspect --shards DIR`."
-    parser.add_argument("--shards", required=True, type=Path, help="corpus directory (suvi-fill build --out)")
+    "`suvi-fill inspect`: see `suvi_fill.corpus.inspect_command`."
+    from suvi_fill.corpus import inspect_command as corpus_inspect_command
+    return corpus_inspect_command(parser)
 
-    def run(args) -> int:
-        for line in describe(args.shards):
-            print(line)
-        return 0
-    return run
+
+def describe(directory) -> list:
+    "The lines `suvi-fill inspect` prints: `suvi_fill.corpus.Corpus.open(directory).describe()`."
+    from suvi_fill.corpus import Corpus
+    return Corpus.open(directory).describe()

@@ -13,13 +13,15 @@ import cv2
 import numpy as np
 
 from suvi_fill import dataset, paths
+from suvi_fill.corpus import (MANIFEST, MANIFEST_FORMAT, SPLITS, Calibration, Corpus, close_shards, days_touched,
+                              targets_in)
+from suvi_fill.errors import InvalidData, MissingData
 from suvi_fill.files import atomic_write_json
 
 # %% auto 0
-__all__ = ['SPAN_MIN', 'SPLIT_RATIOS', 'SPLITS', 'MANIFEST', 'MANIFEST_FORMAT', 'CALIBRATION_FRAMES', 'CALIBRATION_BLOCK',
-           'CALIBRATION_BLUR', 'CALIBRATION_EXTENT', 'CALIBRATION_DISK', 'CALIBRATION_ITERATIONS', 'clean_runs',
-           'find_segments', 'time_blocks', 'time_windows', 'assign_splits', 'days_touched', 'targets_in',
-           'orthogonal_fit', 'median_fit', 'calibrate', 'transfer', 'open_shards', 'close_shards', 'corpus_shards',
+__all__ = ['SPAN_MIN', 'SPLIT_RATIOS', 'CALIBRATION_FRAMES', 'CALIBRATION_BLOCK', 'CALIBRATION_BLUR', 'CALIBRATION_EXTENT',
+           'CALIBRATION_DISK', 'CALIBRATION_ITERATIONS', 'clean_runs', 'find_segments', 'time_blocks', 'time_windows',
+           'assign_splits', 'orthogonal_fit', 'median_fit', 'calibrate', 'transfer', 'open_shards', 'corpus_shards',
            'load_manifest', 'manifest_digest', 'make_manifest', 'write_manifest']
 
 # %% ../nbs/suvi_fill/22_segments.ipynb 3
@@ -28,9 +30,6 @@ __all__ = ['SPAN_MIN', 'SPLIT_RATIOS', 'SPLITS', 'MANIFEST', 'MANIFEST_FORMAT', 
 SPAN_MIN = 16
 #: Share of segment slots per split, assigned by whole time block.
 SPLIT_RATIOS = {"train": 0.8, "val": 0.1, "test": 0.1}
-SPLITS = tuple(SPLIT_RATIOS)
-MANIFEST = "manifest.json"
-MANIFEST_FORMAT = 1
 
 
 def clean_runs(slots, clean) -> list:
@@ -123,21 +122,6 @@ def assign_splits(segments, ratios=SPLIT_RATIOS, stretch: int = 0, min_length: i
         out[name].extend(sorted(members, key=lambda s: (s[-2], s[0])))
     return out
 
-
-def days_touched(segments) -> list:
-    "The UTC days ('YYYY-MM-DD', sorted) holding any slot of `segments` ((satellite, start, end) or (start, end))."
-    days = set()
-    for segment in segments:
-        start, end = int(segment[-2]), int(segment[-1])
-        for day_start in range(start - start % paths.SLOTS_PER_DAY, end, paths.SLOTS_PER_DAY):
-            days.add(paths.day_of_slot(day_start))
-    return sorted(days)
-
-
-def targets_in(segments, span: int) -> int:
-    "How many (satellite, slot) targets `segments` hold with a margin of `span` slots on both sides."
-    return sum(max(0, (end - start) - 2 * span) for _, start, end in (tuple(s)[-3:] for s in segments))
-
 # %% ../nbs/suvi_fill/22_segments.ipynb 8
 #: Simultaneous frames per band used by the calibration fit (evenly spaced over the archive).
 CALIBRATION_FRAMES = 32
@@ -228,16 +212,12 @@ def calibrate(shards, satellites, frames: int = CALIBRATION_FRAMES) -> dict:
                       "over simultaneous clean frames", "bands": bands}
 
 
-def transfer(calibration: dict, source: int, target: int) -> tuple:
-    """`(gains, offsets)`, float32 (6,): `r_target = gains * r_source + offsets`, per band,
-    from the manifest's `calibration` (composing both satellites' fits onto the reference)."""
-    gains, offsets = np.ones(6, np.float32), np.zeros(6, np.float32)
-    for b, wavelength in enumerate(paths.WAVELENGTHS):
-        fits = calibration["bands"][str(wavelength)]
-        gs, os_ = fits[str(source)]["gain"], fits[str(source)]["offset"]
-        gt, ot = fits[str(target)]["gain"], fits[str(target)]["offset"]
-        gains[b], offsets[b] = gs / gt, (os_ - ot) / gt
-    return gains, offsets
+def transfer(calibration, source: int, target: int) -> tuple:
+    """`(gains, offsets)`, float32 (6,): `r_target = gains * r_source + offsets`, per band, from a
+    manifest's `calibration` record or a `corpus.Calibration` (see `Calibration.transfer`)."""
+    if not isinstance(calibration, Calibration):
+        calibration = Calibration.from_dict(calibration)
+    return calibration.transfer(source, target)
 
 # %% ../nbs/suvi_fill/22_segments.ipynb 11
 def open_shards(directory, names=None) -> dict:
@@ -251,44 +231,17 @@ def open_shards(directory, names=None) -> dict:
     return shards
 
 
-def close_shards(shards: dict) -> None:
-    "Close every shard of an `open_shards` dict."
-    for shard in shards.values():
-        shard.close()
-
-
 def corpus_shards(directory) -> dict:
-    """The corpus's shards: those `manifest.json` lists when there is one (each checked
-    against the digest the manifest recorded), else every `*.shard`."""
-    manifest = Path(directory) / MANIFEST
-    if not manifest.exists():
+    """The corpus's shards: those `manifest.json` lists when there is one (each header digest
+    checked against the manifest's, `Corpus.open_shards`), else every `*.shard`."""
+    if not (Path(directory) / MANIFEST).exists():
         return open_shards(directory)
-    listed = load_manifest(manifest)["shards"]
-    shards = open_shards(directory, sorted(listed))
-    stale = [dataset.shard_name(d, s) for (d, s), shard in shards.items()
-             if shard.digest != listed[dataset.shard_name(d, s)]["digest"]]
-    if stale:
-        close_shards(shards)
-        raise ValueError(f"{manifest}: {len(stale)} shard(s) changed since the manifest was written "
-                         f"({stale[0]}, ...); rebuild with suvi-fill build")
-    return shards
+    return Corpus.open(directory).open_shards()
 
 
 def load_manifest(path) -> dict:
-    "Read a manifest; one-line errors for a missing or foreign file."
-    path = Path(path)
-    if path.is_dir():
-        path = path / MANIFEST
-    try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no manifest (build the corpus with suvi-fill build)") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not JSON ({exc}); rebuild with suvi-fill build") from None
-    for key in ("digest", "segments", "satellites", "shards"):
-        if key not in manifest:
-            raise ValueError(f"{path}: manifest has no {key!r}; rebuild with suvi-fill build")
-    return manifest
+    "The manifest dict of `Corpus.open(path)` (a directory or its `manifest.json`), checked there."
+    return Corpus.open(path).manifest
 
 
 def manifest_digest(manifest: dict) -> str:
@@ -301,10 +254,10 @@ def make_manifest(shards: dict, span_min: int = SPAN_MIN, ratios=SPLIT_RATIOS, s
                   stretch: int = 0) -> dict:
     "The manifest of `shards` (`{(day, satellite): Shard}`), digest included."
     if not shards:
-        raise ValueError("no shards: nothing to make a manifest of")
+        raise MissingData(f"no shards: nothing to make a manifest of; build the corpus with suvi-fill build")
     resolutions = {s.resolution for s in shards.values()}
     if len(resolutions) != 1:
-        raise ValueError(f"shards of mixed resolutions {sorted(resolutions)}: rebuild into one directory per resolution")
+        raise InvalidData(f"shards of mixed resolutions {sorted(resolutions)}: rebuild into one directory per resolution")
     resolution = resolutions.pop()
     satellites = sorted({sat for _, sat in shards}) if satellites is None else list(satellites)
     segments = find_segments(shards, span_min)
