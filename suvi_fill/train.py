@@ -271,12 +271,13 @@ class Window:
 
 
 def eval_row(run: Run, val: dict, window: Window, seconds: float) -> dict:
-    "One history row with every field the seed writes."
-    return {"step": run.step, "epoch": run.epoch,
+    "One history row with every field the seed writes (a baseline's, with no step taken, lacks the train ones)."
+    row = {"step": run.step, "epoch": run.epoch,
             # Both, so progress can be read in epochs as well as steps without knowing the corpus size.
             "steps_per_epoch": run.steps_per_epoch, "total_steps": run.finish,
             **window.means(), "val_loss": val["loss"], "val_psnr": val["psnr"],
             "lr": run.optimiser.param_groups[0]["lr"], "seconds": seconds, "host_free_gb": host_free_gb()}
+    return {key: value for key, value in row.items() if value is not None}
 
 # %% ../nbs/suvi_fill/41_train.ipynb 22
 def release_cache(device):
