@@ -10,6 +10,7 @@ import math
 import numpy as np
 import torch
 
+from suvi_fill.errors import OptionError
 from suvi_fill.paths import SLOT_SECONDS, WAVELENGTHS
 from suvi_fill.sample import Sample
 
@@ -42,10 +43,10 @@ def frame_conditioning(kind: str, same_satellite: bool, dt_seconds: float) -> to
     arguments say, so padding rows are ignored by alignment and model alike.
     """
     if kind not in FRAME_KINDS:
-        raise ValueError(f"frame kind must be one of {FRAME_KINDS}, not {kind!r}")
+        raise OptionError(f"frame kind must be one of {FRAME_KINDS}, not {kind!r}")
     dt = float(dt_seconds)
     if not math.isfinite(dt):
-        raise ValueError(f"frame dt must be finite seconds, not {dt_seconds!r}")
+        raise OptionError(f"frame dt must be finite seconds, not {dt_seconds!r}")
     row = torch.zeros(len(COND_LAYOUT), dtype=torch.float32)
     row[FRAME_KINDS.index(kind)] = 1.0
     row[AVAILABLE] = 0.0 if kind == "missing" else 1.0
@@ -56,7 +57,7 @@ def frame_conditioning(kind: str, same_satellite: bool, dt_seconds: float) -> to
                                             / math.log1p(DT_SCALE_SECONDS / SLOT_SECONDS))
     return row
 
-# %% ../nbs/suvi_fill/35_conditioning.ipynb 7
+# %% ../nbs/suvi_fill/35_conditioning.ipynb 8
 #: The keys of a sample's tensor form (and of a batch), in order.
 TENSOR_KEYS = ("stack", "condition", "dts", "gains", "offsets", "present", "target", "lost", "b0", "radius")
 
@@ -66,7 +67,7 @@ def conditioning(sample: Sample) -> torch.Tensor:
     return torch.stack([frame_conditioning(kind, same, dt) for kind, same, dt in
                         zip(sample.kinds, sample.same_satellite, np.asarray(sample.dts).tolist())])
 
-
+# %% ../nbs/suvi_fill/35_conditioning.ipynb 10
 def to_tensors(sample: Sample) -> dict:
     "`sample` as the float32 tensors of `TENSOR_KEYS` (see above)."
     as_float = lambda value: torch.from_numpy(np.ascontiguousarray(value, dtype=np.float32))
@@ -77,7 +78,7 @@ def to_tensors(sample: Sample) -> dict:
             "b0": torch.tensor(float(sample.b0), dtype=torch.float32),
             "radius": torch.tensor(float(sample.radius), dtype=torch.float32)}
 
-# %% ../nbs/suvi_fill/35_conditioning.ipynb 9
+# %% ../nbs/suvi_fill/35_conditioning.ipynb 13
 def pad(item: dict, depth: int) -> dict:
     "The tensor form `item` padded with `missing` rows to `depth` frames (itself when deep enough)."
     short = depth - item["stack"].shape[0]
@@ -93,7 +94,7 @@ def pad(item: dict, depth: int) -> dict:
     item["present"] = torch.cat([item["present"], torch.zeros(short, BANDS)])
     return item
 
-
+# %% ../nbs/suvi_fill/35_conditioning.ipynb 15
 def collate(batch) -> dict:
     "Tensor forms (`to_tensors`) -> one batch, each stack padded to the deepest (`pad`)."
     depth = max(item["stack"].shape[0] for item in batch)

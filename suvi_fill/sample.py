@@ -73,12 +73,12 @@ class Target(NamedTuple):
     b0: float
     radius: float
 
-
+# %% ../nbs/suvi_fill/34_sample.ipynb 8
 def anchor_order(anchors, target_column: int) -> list:
     "The keys `(column, offset)` of `anchors` in stack order: nearest, then earlier, then own satellite."
     return sorted(anchors, key=lambda key: (abs(key[1]), key[1], key[0] != target_column, key[0]))
 
-# %% ../nbs/suvi_fill/34_sample.ipynb 8
+# %% ../nbs/suvi_fill/34_sample.ipynb 10
 def assemble(satellite: int, when: int, target: Target, lost, anchors: dict, satellites,
              read: Callable, transfer: Callable) -> Sample:
     """The sample of target `(satellite, when)` filling the bands `lost` (6,) bool from `anchors`.
