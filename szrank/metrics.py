@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -17,9 +18,121 @@ from szrank.model import ensemble_outputs
 from szrank.objective import clip_gain, scored_policy_records
 
 # %% auto 0
-__all__ = ['MetricAccumulator', 'evaluate_ensemble', 'scalar_metrics', 'report_gate']
+__all__ = ['TOP_FRACTION', 'POLICY_HEADS', 'average_precision', 'expected_calibration_error', 'top_fraction_mean_gain',
+           'policy_sums', 'calibration_curve', 'precision_recall_curve', 'gain_by_decile', 'policy_metrics',
+           'MetricAccumulator', 'evaluate_ensemble', 'scalar_metrics', 'report_gate']
 
-# %% ../nbs/szrank/23_metrics.ipynb 4
+# %% ../nbs/szrank/23_metrics.ipynb 5
+def average_precision(score_count: np.ndarray, score_positive: np.ndarray, positives: float, count: int) -> float:
+    "The seed's step-wise AP over score bins, from the top bin down; 0 when the split lacks a class."
+    true_positive = false_positive = previous_recall = average = 0.0
+    if not 0.0 < positives < count:
+        return 0.0
+    for index in range(len(score_count) - 1, -1, -1):
+        true_positive += score_positive[index]
+        false_positive += score_count[index] - score_positive[index]
+        recall = true_positive / positives
+        precision = true_positive / max(1.0, true_positive + false_positive)
+        average += precision * (recall - previous_recall)
+        previous_recall = recall
+    return average
+
+# %% ../nbs/szrank/23_metrics.ipynb 7
+def expected_calibration_error(cal_count: np.ndarray, cal_probability: np.ndarray, cal_positive: np.ndarray,
+                               count: int) -> float:
+    "Record-weighted mean |mean probability - positive rate| over the non-empty calibration bins."
+    ece = 0.0
+    for index in range(len(cal_count)):
+        records = cal_count[index]
+        if records:
+            mean_probability = cal_probability[index] / records
+            mean_positive = cal_positive[index] / records
+            ece += (records / count) * abs(mean_probability - mean_positive)
+    return ece
+
+# %% ../nbs/szrank/23_metrics.ipynb 9
+TOP_FRACTION = 0.10   # the seed's "top decile": the best-scored tenth of the records
+
+def top_fraction_mean_gain(score_count: np.ndarray, score_gain: np.ndarray, count: int) -> float:
+    "Mean signed gain of the top `TOP_FRACTION` of the records by score (a bin on the edge is taken pro rata)."
+    top_target = max(1.0, math.ceil(count * TOP_FRACTION))
+    top_seen = top_gain = 0.0
+    for index in range(len(score_count) - 1, -1, -1):
+        records = score_count[index]
+        if records <= 0.0:
+            continue
+        take = min(records, top_target - top_seen)
+        top_gain += score_gain[index] * (take / records)
+        top_seen += take
+        if top_seen >= top_target:
+            break
+    return top_gain / max(1.0, top_seen)
+
+# %% ../nbs/szrank/23_metrics.ipynb 11
+POLICY_HEADS = ("plane", "move", "scale")   # the three policy heads, in the record's action order
+
+def policy_sums(useful: np.ndarray, probabilities: Sequence[np.ndarray], actions: Sequence[np.ndarray]) -> list:
+    "Per head, `(summed CE of the logged action, top-1 hits)` over the useful records."
+    rows = np.flatnonzero(useful)
+    sums = []
+    for probability, action in zip(probabilities, actions):
+        logged = action[useful].astype(np.int64)
+        cross_entropy = float(-np.log(np.clip(probability[rows, logged], 1e-7, 1.0)).sum())
+        sums.append((cross_entropy, int((probability.argmax(axis=-1)[useful] == action[useful]).sum())))
+    return sums
+
+# %% ../nbs/szrank/23_metrics.ipynb 13
+def calibration_curve(cal_count: np.ndarray, cal_probability: np.ndarray, cal_positive: np.ndarray) -> dict:
+    "Per calibration bin: `lower`/`upper` edge, `count`, `mean_probability`, `positive_rate` (empty bins: `None`)."
+    edges = np.linspace(0.0, 1.0, len(cal_count) + 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_probability = cal_probability / cal_count
+        positive_rate = cal_positive / cal_count
+    nullable = lambda values: [None if not math.isfinite(v) else float(v) for v in values]
+    return {"lower": edges[:-1].tolist(), "upper": edges[1:].tolist(), "count": [int(c) for c in cal_count],
+            "mean_probability": nullable(mean_probability), "positive_rate": nullable(positive_rate)}
+
+# %% ../nbs/szrank/23_metrics.ipynb 15
+def precision_recall_curve(score_count: np.ndarray, score_positive: np.ndarray, positives: float) -> dict:
+    "`threshold` (lower edge of a score bin), `recall`, `precision` at every non-empty bin, top score first."
+    bins = len(score_count)
+    order = np.arange(bins - 1, -1, -1)
+    present = order[score_count[order] > 0]
+    true_positive = np.cumsum(score_positive[present])
+    seen = np.cumsum(score_count[present])
+    recall = true_positive / positives if positives > 0 else np.zeros_like(true_positive)
+    return {"threshold": (present / bins).tolist(), "recall": recall.tolist(),
+            "precision": (true_positive / np.maximum(1.0, seen)).tolist()}
+
+# %% ../nbs/szrank/23_metrics.ipynb 17
+def gain_by_decile(score_count: np.ndarray, score_gain: np.ndarray, count: int) -> list:
+    "Mean signed gain of each tenth of the records by score, top first (a score bin is split pro rata)."
+    order = np.arange(len(score_count) - 1, -1, -1)
+    boundaries = np.linspace(0.0, count, 11)
+    counts, gains = score_count[order], score_gain[order]
+    before = np.concatenate(([0.0], np.cumsum(counts)))
+    deciles = []
+    for low, high in zip(boundaries[:-1], boundaries[1:]):
+        overlap = np.clip(np.minimum(before[1:], high) - np.maximum(before[:-1], low), 0.0, None)
+        share = np.divide(overlap, counts, out=np.zeros_like(overlap), where=counts > 0)
+        taken = overlap.sum()
+        deciles.append(float((gains * share).sum() / taken) if taken > 0 else None)
+    return deciles
+
+# %% ../nbs/szrank/23_metrics.ipynb 20
+def policy_metrics(accumulator: MetricAccumulator) -> dict:
+    "Per head and overall: top-1 accuracy, CE of the logged action, and the uniform policy's CE."
+    denominator = max(1, accumulator.policy_useful)
+    metrics = {"useful_policy_records": accumulator.policy_useful}
+    for head, choices in zip(POLICY_HEADS, (FACE_COUNT, MOVE_COUNT, SCALE_COUNT)):
+        metrics[f"{head}_top1_accuracy"] = getattr(accumulator, f"{head}_correct") / denominator
+        metrics[f"{head}_cross_entropy"] = getattr(accumulator, f"{head}_ce_sum") / denominator
+        metrics[f"{head}_uniform_cross_entropy"] = math.log(choices)
+    for kind in ("cross_entropy", "uniform_cross_entropy"):
+        metrics[f"policy_{kind}"] = sum(metrics[f"{head}_{kind}"] for head in POLICY_HEADS) / 3.0
+    return metrics
+
+# %% ../nbs/szrank/23_metrics.ipynb 22
 @dataclasses.dataclass
 class MetricAccumulator:
     "Streaming metrics of an ensemble on one split (the seed's)."
@@ -28,24 +141,13 @@ class MetricAccumulator:
 
     def __post_init__(self) -> None:
         self.count = 0
-        self.positive = 0.0
-        self.brier_sum = 0.0
-        self.bce_sum = 0.0
-        self.gain_abs_sum = 0.0
-        self.gain_sum = 0.0
-        self.score_count = np.zeros(self.probability_bins, dtype=np.float64)
-        self.score_positive = np.zeros(self.probability_bins, dtype=np.float64)
-        self.score_gain = np.zeros(self.probability_bins, dtype=np.float64)
-        self.cal_count = np.zeros(self.calibration_bins, dtype=np.float64)
-        self.cal_probability = np.zeros(self.calibration_bins, dtype=np.float64)
-        self.cal_positive = np.zeros(self.calibration_bins, dtype=np.float64)
-        self.policy_useful = 0
-        self.plane_correct = 0
-        self.move_correct = 0
-        self.scale_correct = 0
-        self.plane_ce_sum = 0.0
-        self.move_ce_sum = 0.0
-        self.scale_ce_sum = 0.0
+        self.positive = self.brier_sum = self.bce_sum = self.gain_abs_sum = self.gain_sum = 0.0
+        self.score_count, self.score_positive, self.score_gain = (
+            np.zeros(self.probability_bins, dtype=np.float64) for _ in range(3))
+        self.cal_count, self.cal_probability, self.cal_positive = (
+            np.zeros(self.calibration_bins, dtype=np.float64) for _ in range(3))
+        self.policy_useful = self.plane_correct = self.move_correct = self.scale_correct = 0
+        self.plane_ce_sum = self.move_ce_sum = self.scale_ce_sum = 0.0
 
     def add(self, probability: np.ndarray, gain_prediction: np.ndarray, improved: np.ndarray,
             signed_gain: np.ndarray, useful: np.ndarray, plane_probability: np.ndarray,
@@ -53,11 +155,9 @@ class MetricAccumulator:
             move_action: np.ndarray, scale_action: np.ndarray) -> None:
         "Add one batch: predictions, labels, and the logged actions of useful records."
         probability = np.clip(probability.astype(np.float64), 1e-7, 1.0 - 1e-7)
-        improved = improved.astype(np.float64)
-        signed_gain = signed_gain.astype(np.float64)
+        improved, signed_gain = improved.astype(np.float64), signed_gain.astype(np.float64)
         gain_prediction = gain_prediction.astype(np.float64)
-        count = probability.size
-        self.count += count
+        self.count += probability.size
         self.positive += float(improved.sum())
         self.brier_sum += float(np.square(probability - improved).sum())
         self.bce_sum += float((-(improved * np.log(probability) + (1.0 - improved) * np.log1p(-probability))).sum())
@@ -74,134 +174,42 @@ class MetricAccumulator:
         useful = useful.astype(bool)
         self.policy_useful += int(useful.sum())
         if useful.any():
-            rows = np.flatnonzero(useful)
-            useful_plane_actions = plane_action[useful].astype(np.int64)
-            useful_move_actions = move_action[useful].astype(np.int64)
-            useful_scale_actions = scale_action[useful].astype(np.int64)
-            self.plane_ce_sum += float(-np.log(np.clip(plane_probability[rows, useful_plane_actions], 1e-7, 1.0)).sum())
-            self.move_ce_sum += float(-np.log(np.clip(move_probability[rows, useful_move_actions], 1e-7, 1.0)).sum())
-            self.scale_ce_sum += float(-np.log(np.clip(scale_probability[rows, useful_scale_actions], 1e-7, 1.0)).sum())
-            plane_prediction = plane_probability.argmax(axis=-1)
-            move_prediction = move_probability.argmax(axis=-1)
-            scale_prediction = scale_probability.argmax(axis=-1)
-            self.plane_correct += int((plane_prediction[useful] == plane_action[useful]).sum())
-            self.move_correct += int((move_prediction[useful] == move_action[useful]).sum())
-            self.scale_correct += int((scale_prediction[useful] == scale_action[useful]).sum())
+            sums = policy_sums(useful, (plane_probability, move_probability, scale_probability),
+                               (plane_action, move_action, scale_action))
+            for head, (cross_entropy, correct) in zip(POLICY_HEADS, sums):
+                setattr(self, f"{head}_ce_sum", getattr(self, f"{head}_ce_sum") + cross_entropy)
+                setattr(self, f"{head}_correct", getattr(self, f"{head}_correct") + correct)
 
     def finalize(self) -> dict:
         "The seed's metrics, plus `calibration_bins`, `precision_recall` and `gain_by_decile` for the plots."
         if self.count == 0:
             raise ValueError("cannot evaluate an empty split")
         prevalence = self.positive / self.count
-        total_positive = self.positive
-        true_positive = 0.0
-        false_positive = 0.0
-        previous_recall = 0.0
-        average_precision = 0.0
-        if 0.0 < total_positive < self.count:
-            for index in range(self.probability_bins - 1, -1, -1):
-                true_positive += self.score_positive[index]
-                false_positive += self.score_count[index] - self.score_positive[index]
-                recall = true_positive / total_positive
-                precision = true_positive / max(1.0, true_positive + false_positive)
-                average_precision += precision * (recall - previous_recall)
-                previous_recall = recall
-        ece = 0.0
-        for index in range(self.calibration_bins):
-            count = self.cal_count[index]
-            if count:
-                mean_probability = self.cal_probability[index] / count
-                mean_positive = self.cal_positive[index] / count
-                ece += (count / self.count) * abs(mean_probability - mean_positive)
-        top_target = max(1.0, math.ceil(self.count * 0.10))
-        top_seen = 0.0
-        top_gain = 0.0
-        for index in range(self.probability_bins - 1, -1, -1):
-            count = self.score_count[index]
-            if count <= 0.0:
-                continue
-            take = min(count, top_target - top_seen)
-            top_gain += self.score_gain[index] * (take / count)
-            top_seen += take
-            if top_seen >= top_target:
-                break
         overall_gain = self.gain_sum / self.count
-        top_mean_gain = top_gain / max(1.0, top_seen)
-        null_brier = prevalence * (1.0 - prevalence)
+        top_mean_gain = top_fraction_mean_gain(self.score_count, self.score_gain, self.count)
         null_bce = 0.0
         if 0.0 < prevalence < 1.0:
             null_bce = -(prevalence * math.log(prevalence) + (1.0 - prevalence) * math.log1p(-prevalence))
-        policy_denominator = max(1, self.policy_useful)
-        plane_ce = self.plane_ce_sum / policy_denominator
-        move_ce = self.move_ce_sum / policy_denominator
-        scale_ce = self.scale_ce_sum / policy_denominator
         metrics = {
-            "records": self.count,
-            "positives": int(round(self.positive)),
-            "prevalence": prevalence,
-            "average_precision": average_precision,
-            "brier_score": self.brier_sum / self.count,
-            "null_brier_score": null_brier,
-            "binary_cross_entropy": self.bce_sum / self.count,
-            "null_binary_cross_entropy": null_bce,
-            "expected_calibration_error": ece,
-            "gain_mae": self.gain_abs_sum / self.count,
-            "mean_signed_gain": overall_gain,
-            "top_decile_mean_signed_gain": top_mean_gain,
-            "top_k_gain": top_mean_gain - overall_gain,
-            "useful_policy_records": self.policy_useful,
-            "plane_top1_accuracy": self.plane_correct / policy_denominator,
-            "move_top1_accuracy": self.move_correct / policy_denominator,
-            "scale_top1_accuracy": self.scale_correct / policy_denominator,
-            "plane_cross_entropy": plane_ce,
-            "move_cross_entropy": move_ce,
-            "scale_cross_entropy": scale_ce,
-            "policy_cross_entropy": (plane_ce + move_ce + scale_ce) / 3.0,
-            "plane_uniform_cross_entropy": math.log(FACE_COUNT),
-            "move_uniform_cross_entropy": math.log(MOVE_COUNT),
-            "scale_uniform_cross_entropy": math.log(SCALE_COUNT),
-            "policy_uniform_cross_entropy": (math.log(FACE_COUNT) + math.log(MOVE_COUNT) + math.log(SCALE_COUNT)) / 3.0,
-        }
+            "records": self.count, "positives": int(round(self.positive)), "prevalence": prevalence,
+            "average_precision": average_precision(self.score_count, self.score_positive, self.positive, self.count),
+            "brier_score": self.brier_sum / self.count, "null_brier_score": prevalence * (1.0 - prevalence),
+            "binary_cross_entropy": self.bce_sum / self.count, "null_binary_cross_entropy": null_bce,
+            "expected_calibration_error": expected_calibration_error(
+                self.cal_count, self.cal_probability, self.cal_positive, self.count),
+            "gain_mae": self.gain_abs_sum / self.count, "mean_signed_gain": overall_gain,
+            "top_decile_mean_signed_gain": top_mean_gain, "top_k_gain": top_mean_gain - overall_gain,
+            **policy_metrics(self)}
         metrics.update(self.curves())
         return metrics
 
     def curves(self) -> dict:
-        """What the plots need, under keys of their own (lists; empty bins are `None`):
+        "What the plots need, under keys of their own: `calibration_bins`, `precision_recall`, `gain_by_decile`."
+        return {"calibration_bins": calibration_curve(self.cal_count, self.cal_probability, self.cal_positive),
+                "precision_recall": precision_recall_curve(self.score_count, self.score_positive, self.positive),
+                "gain_by_decile": gain_by_decile(self.score_count, self.score_gain, self.count)}
 
-        * `calibration_bins`: per bin of width 1/20, its `lower`/`upper` edge, `count`,
-          `mean_probability` and `positive_rate`;
-        * `precision_recall`: `threshold` (lower edge of a score bin), `recall`, `precision`
-          at every non-empty score bin, from the top score down;
-        * `gain_by_decile`: mean signed gain of each tenth of the records by score, top first.
-        """
-        edges = np.linspace(0.0, 1.0, self.calibration_bins + 1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean_probability = self.cal_probability / self.cal_count
-            positive_rate = self.cal_positive / self.cal_count
-        nullable = lambda values: [None if not math.isfinite(v) else float(v) for v in values]
-        calibration = {"lower": edges[:-1].tolist(), "upper": edges[1:].tolist(),
-                       "count": [int(c) for c in self.cal_count], "mean_probability": nullable(mean_probability),
-                       "positive_rate": nullable(positive_rate)}
-        order = np.arange(self.probability_bins - 1, -1, -1)
-        present = order[self.score_count[order] > 0]
-        true_positive = np.cumsum(self.score_positive[present])
-        seen = np.cumsum(self.score_count[present])
-        recall = true_positive / self.positive if self.positive > 0 else np.zeros_like(true_positive)
-        curve = {"threshold": (present / self.probability_bins).tolist(), "recall": recall.tolist(),
-                 "precision": (true_positive / np.maximum(1.0, seen)).tolist()}
-        # Tenths of the records by score: split each score bin's records (and gain) pro rata.
-        boundaries = np.linspace(0.0, self.count, 11)
-        counts, gains = self.score_count[order], self.score_gain[order]
-        before = np.concatenate(([0.0], np.cumsum(counts)))
-        deciles = []
-        for low, high in zip(boundaries[:-1], boundaries[1:]):
-            overlap = np.clip(np.minimum(before[1:], high) - np.maximum(before[:-1], low), 0.0, None)
-            share = np.divide(overlap, counts, out=np.zeros_like(overlap), where=counts > 0)
-            taken = overlap.sum()
-            deciles.append(float((gains * share).sum() / taken) if taken > 0 else None)
-        return {"calibration_bins": calibration, "precision_recall": curve, "gain_by_decile": deciles}
-
-# %% ../nbs/szrank/23_metrics.ipynb 8
+# %% ../nbs/szrank/23_metrics.ipynb 27
 @torch.no_grad()
 def evaluate_ensemble(snapshot, members: list, split: str, batch_size: int, max_records_per_split: int,
                       gain_clip: float, amp_enabled: bool, device) -> dict:
@@ -226,13 +234,13 @@ def evaluate_ensemble(snapshot, members: list, split: str, batch_size: int, max_
                     batch.move_action.cpu().numpy(), batch.scale_action.cpu().numpy())
     return metrics.finalize()
 
-# %% ../nbs/szrank/23_metrics.ipynb 10
+# %% ../nbs/szrank/23_metrics.ipynb 29
 def scalar_metrics(metrics: dict) -> dict:
     "The numeric entries of a metrics dict (the seed's keys), without the plot curves."
     return {key: value for key, value in metrics.items()
             if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)}
 
-# %% ../nbs/szrank/23_metrics.ipynb 11
+# %% ../nbs/szrank/23_metrics.ipynb 30
 def report_gate(validation: dict, test: dict, stress: dict, minimum_records: int) -> tuple[bool, list[str]]:
     "The seed's deployment gate: `(approved, reasons it failed)`."
     reasons: list[str] = []
