@@ -17,10 +17,11 @@ from szrank.errors import InvariantError
 
 # %% auto 0
 __all__ = ['VERTEX_COUNT', 'EDGE_COUNT', 'TRIANGLE_COUNT', 'LINK_LENGTH', 'GENUS', 'TOPOLOGY_COUNT', 'DATA_PATH', 'DATA_FORMAT',
-           'STAR_CYCLE', 'Facets', 'TOPOLOGIES', 'normalise', 'read_triangulation', 'orient', 'surface_summary',
-           'check_topology', 'link_orders', 'candidate_relabellings', 'canonical_form', 'is_canonical',
-           'enumerate_labelled', 'enumerate_topologies', 'write_topologies', 'load_topologies', 'topology_index',
-           'topology_links']
+           'STAR_CYCLE', 'Facets', 'PUBLIC_DIGITS', 'LEX_TOPOLOGIES', 'PAPER_ORDER', 'PAPER_RELABELLINGS', 'TOPOLOGIES',
+           'normalise', 'read_triangulation', 'orient', 'surface_summary', 'check_topology', 'link_orders',
+           'candidate_relabellings', 'canonical_form', 'is_canonical', 'enumerate_labelled', 'enumerate_topologies',
+           'read_public_topologies', 'canonical_relabelling', 'paper_order', 'write_topologies', 'load_topologies',
+           'topology_index', 'lex_index', 'index_from_lex', 'topology_links']
 
 # %% ../nbs/szrank/30_topology.ipynb 3
 VERTEX_COUNT = 12        # faces of the polyhedron = vertices of the triangulation
@@ -30,7 +31,7 @@ LINK_LENGTH = 11         # each vertex's link is a cycle through the other 11
 GENUS = 6
 TOPOLOGY_COUNT = 59      # Altshuler, Bokowski & Schuchert (1996); the ranker's topology embedding has 59 rows
 DATA_PATH = Path(szrank.__file__).resolve().parent / "data" / "topologies.json"   # shipped via setup.py's szrank/data/*
-DATA_FORMAT = "szrank-topologies-v1"
+DATA_FORMAT = "szrank-topologies-v2"   # v2: adds the paper's order and relabellings to v1's lex table
 
 # The lexicographically smallest star a vertex can have: facets 123, 124, 135,
 # 146, 157, ..., (1 11 12), i.e. the link cycle of vertex 1 below.  Every
@@ -236,7 +237,7 @@ def is_canonical(facets: Sequence[Sequence[int]]) -> bool:
     return normalise(facets) == canonical_form(facets)
 
 # %% ../nbs/szrank/30_topology.ipynb 27
-class _LinkSearch:
+class _LinkState:
     """The state of the search behind `enumerate_labelled`: which directed edges are
     covered, and for each vertex the paths its link is made of so far."""
     def __init__(self, on_solution: Callable, progress: Callable | None):
@@ -291,6 +292,10 @@ class _LinkSearch:
         in_used[b] ^= 1 << a; in_used[c] ^= 1 << b; in_used[a] ^= 1 << c
         self.triangles.pop()
         self.undo(ops)
+
+# %% ../nbs/szrank/30_topology.ipynb 31
+class _LinkSearch(_LinkState):
+    "Backtracking over the open directed edges of a `_LinkState`."
 
     def completions(self, a, b):
         "Bit set of c such that (a, b, c) can be placed now."
@@ -352,7 +357,7 @@ class _LinkSearch:
             if self.progress is not None and depth < 2:
                 self.progress(offset + index * share / count)
 
-# %% ../nbs/szrank/30_topology.ipynb 28
+# %% ../nbs/szrank/30_topology.ipynb 32
 def enumerate_labelled(on_solution: Callable[[tuple], bool | None], progress: Callable[[float], None] | None = None) -> int:
     """Call `on_solution(oriented_triangles)` for every oriented neighbourly triangulation of the
     genus-6 surface on 1..12 whose vertex-1 star is `STAR_CYCLE` (in that direction).
@@ -366,7 +371,7 @@ def enumerate_labelled(on_solution: Callable[[tuple], bool | None], progress: Ca
     state.search(0, 1.0, 0.0)
     return state.nodes
 
-# %% ../nbs/szrank/30_topology.ipynb 31
+# %% ../nbs/szrank/30_topology.ipynb 35
 def enumerate_topologies(show_progress: bool = True) -> tuple[Facets, ...]:
     """All neighbourly triangulations of the orientable genus-6 surface on 12 vertices up to
     isomorphism, as canonical facet lists in lexicographic order (the topology index order)."""
@@ -392,25 +397,94 @@ def enumerate_topologies(show_progress: bool = True) -> tuple[Facets, ...]:
         bar.close()
     return tuple(sorted(forms))
 
-# %% ../nbs/szrank/30_topology.ipynb 33
-def write_topologies(path: Path | None = None, show_progress: bool = True) -> tuple[Facets, ...]:
-    "Enumerate the topologies and write them (atomically) as the package's JSON table."
+# %% ../nbs/szrank/30_topology.ipynb 37
+PUBLIC_DIGITS = "0123456789ab"    # the public list's vertex labels; label k is our vertex k + 1
+
+# %% ../nbs/szrank/30_topology.ipynb 38
+def read_public_topologies(path: Path) -> tuple[tuple[tuple[int, int, int], ...], ...]:
+    """The public list: one tuple of 44 triangles (vertices 1..12, file order kept) per line, in the paper's order.
+
+    Raises InvariantError naming the file and line when a line is not `no.NN` and 44 base-12 triples."""
+    path = Path(path)
+    table = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        words = line.split()
+        if not words:
+            continue
+        triangles = words[1:]
+        if not words[0].startswith("no.") or len(triangles) != TRIANGLE_COUNT or any(
+                len(t) != 3 or not set(t) <= set(PUBLIC_DIGITS) for t in triangles):
+            raise InvariantError(f"{path}:{number}: expected 'no.NN' and {TRIANGLE_COUNT} triangles of digits "
+                                 f"0-9ab, got {line[:40]!r}...; use the public solver's topologies.txt")
+        table.append(tuple(tuple(PUBLIC_DIGITS.index(c) + 1 for c in t) for t in triangles))
+    return tuple(table)
+
+# %% ../nbs/szrank/30_topology.ipynb 41
+def canonical_relabelling(facets: Sequence[Sequence[int]]) -> tuple[int, ...]:
+    """The relabelling (images of vertices 1..12) that maps `facets` onto its canonical form.
+
+    Of the (up to 264) that do when the surface has automorphisms, the first `candidate_relabellings` row."""
+    array = np.asarray(normalise(facets), dtype=np.int64)
+    relabellings = candidate_relabellings(array)
+    codes = np.sort(_encode(np.sort(relabellings[:, array], axis=2)), axis=1)
+    best = codes[np.lexsort(codes[:, ::-1].T)[0]]
+    row = int(np.flatnonzero((codes == best).all(axis=1))[0])
+    return tuple(int(v) for v in relabellings[row, 1:])
+
+# %% ../nbs/szrank/30_topology.ipynb 43
+def paper_order(public: Sequence[Sequence[Sequence[int]]], lex_table: Sequence[Facets]) -> tuple[tuple[int, ...], tuple]:
+    "For each public line: its index in the lexicographic table, and its canonical relabelling."
+    lex = {f: i for i, f in enumerate(lex_table)}
+    order, relabellings = [], []
+    for number, facets in enumerate(public):
+        form = canonical_form(check_topology(facets))
+        if form not in lex:
+            raise InvariantError(f"public topology {number} is not in the lexicographic table; regenerate the table")
+        order.append(lex[form])
+        relabellings.append(canonical_relabelling(facets))
+    if sorted(order) != list(range(len(lex_table))):
+        raise InvariantError("the public list does not hold every topology exactly once")
+    return tuple(order), tuple(relabellings)
+
+# %% ../nbs/szrank/30_topology.ipynb 45
+def write_topologies(path: Path | None = None, show_progress: bool = True, public: Path | None = None) -> tuple[Facets, ...]:
+    """Enumerate the topologies and write them (atomically) as the package's JSON table; returns the paper's order.
+
+    The paper's order comes from the public list `public`, or, without it, from the shipped table."""
     from szrank.common import atomic_write
     import time
     started = time.perf_counter()
     table = enumerate_topologies(show_progress)
+    if public is not None:
+        order, relabellings = paper_order(read_public_topologies(public), table)
+    else:
+        order, relabellings = paper_order([_relabel(f, _invert(r)) for f, r in zip(TOPOLOGIES, PAPER_RELABELLINGS)], table)
     payload = {"format": DATA_FORMAT, "count": len(table),
                "source": "szrank.topology.enumerate_topologies: canonical (lexicographically minimal) "
                          "facet lists in lexicographic order",
                "enumeration_seconds": round(time.perf_counter() - started, 1),
-               "topologies": [[list(t) for t in f] for f in table]}
+               "topologies": [[list(t) for t in f] for f in table],
+               "paper_order": list(order), "paper_relabellings": [list(r) for r in relabellings]}
     text = json.dumps(payload, separators=(",", ":"))
     atomic_write(Path(path or DATA_PATH), (text + "\n").encode("utf-8"))
-    return table
+    return tuple(table[j] for j in order)
 
-# %% ../nbs/szrank/30_topology.ipynb 34
-def load_topologies(path: Path | None = None) -> tuple[Facets, ...]:
-    "Read the JSON table; every entry is checked for shape (validity is the tests' job)."
+# %% ../nbs/szrank/30_topology.ipynb 46
+def _relabel(facets, images: Sequence[int]) -> Facets:
+    "Facets with vertex v renamed images[v - 1]."
+    return normalise([tuple(images[v - 1] for v in t) for t in facets])
+
+# %% ../nbs/szrank/30_topology.ipynb 47
+def _invert(images: Sequence[int]) -> tuple[int, ...]:
+    inverse = [0] * len(images)
+    for v, w in enumerate(images, 1):
+        inverse[w - 1] = v
+    return tuple(inverse)
+
+# %% ../nbs/szrank/30_topology.ipynb 49
+def load_topologies(path: Path | None = None, with_order: bool = False):
+    """Read the JSON table, checked for shape (validity is the tests' job): the lexicographic table,
+    or with `with_order` (lex table, paper order as lex indices, paper relabellings)."""
     path = Path(path or DATA_PATH)
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
@@ -418,26 +492,48 @@ def load_topologies(path: Path | None = None) -> tuple[Facets, ...]:
         raise FileNotFoundError(f"{path}: topology table missing; regenerate it with "
                                 "szrank.topology.write_topologies()") from None
     if payload.get("format") != DATA_FORMAT:
-        raise InvariantError(f"{path}: format is {payload.get('format')!r}, expected {DATA_FORMAT!r}")
+        raise InvariantError(f"{path}: format is {payload.get('format')!r}, expected {DATA_FORMAT!r}; "
+                             "regenerate it with szrank.topology.write_topologies()")
     table = tuple(tuple(tuple(int(v) for v in t) for t in f) for f in payload["topologies"])
     if len(table) != TOPOLOGY_COUNT or any(len(f) != TRIANGLE_COUNT for f in table):
         raise InvariantError(f"{path}: expected {TOPOLOGY_COUNT} topologies of {TRIANGLE_COUNT} triangles")
-    return table
+    order = tuple(int(j) for j in payload.get("paper_order", ()))
+    relabellings = tuple(tuple(int(v) for v in r) for r in payload.get("paper_relabellings", ()))
+    if sorted(order) != list(range(TOPOLOGY_COUNT)) or len(relabellings) != TOPOLOGY_COUNT:
+        raise InvariantError(f"{path}: field paper_order must be a permutation of 0..{TOPOLOGY_COUNT - 1} "
+                             f"with one paper_relabellings row each; regenerate the table")
+    return (table, order, relabellings) if with_order else table
 
-# %% ../nbs/szrank/30_topology.ipynb 36
-TOPOLOGIES: tuple[Facets, ...] = load_topologies(DATA_PATH) if DATA_PATH.exists() else ()
+# %% ../nbs/szrank/30_topology.ipynb 51
+LEX_TOPOLOGIES, PAPER_ORDER, PAPER_RELABELLINGS = (load_topologies(DATA_PATH, with_order=True) if DATA_PATH.exists()
+                                                   else ((), (), ()))
+TOPOLOGIES: tuple[Facets, ...] = tuple(LEX_TOPOLOGIES[j] for j in PAPER_ORDER)   # the paper's order
 _INDEX = {f: i for i, f in enumerate(TOPOLOGIES)}
 
-# %% ../nbs/szrank/30_topology.ipynb 37
+# %% ../nbs/szrank/30_topology.ipynb 53
 def topology_index(facets: Sequence[Sequence[int]]) -> int:
-    "Index 0..58 of a triangulation (any labelling, either orientation) in `TOPOLOGIES`."
+    "Index 0..58 of a triangulation (any labelling, either orientation) in `TOPOLOGIES`: the paper's number - 1."
     form = canonical_form(check_topology(facets))
     try:
         return _INDEX[form]
     except KeyError:
         raise InvariantError("triangulation not in the topology table (the table or the canonical form is wrong)") from None
 
-# %% ../nbs/szrank/30_topology.ipynb 38
+# %% ../nbs/szrank/30_topology.ipynb 54
+def lex_index(index: int) -> int:
+    "Position (0-based) of topology `index` in the lexicographic order (Lutz's lex list numbers from 1)."
+    if not 0 <= index < len(TOPOLOGIES):
+        raise InvariantError(f"topology index must be 0..{len(TOPOLOGIES) - 1}, got {index}")
+    return PAPER_ORDER[index]
+
+# %% ../nbs/szrank/30_topology.ipynb 55
+def index_from_lex(lex: int) -> int:
+    "Topology index (the paper's order) of lexicographic entry `lex` (0-based)."
+    if not 0 <= lex < len(TOPOLOGIES):
+        raise InvariantError(f"lexicographic index must be 0..{len(TOPOLOGIES) - 1}, got {lex}")
+    return PAPER_ORDER.index(lex)
+
+# %% ../nbs/szrank/30_topology.ipynb 57
 @lru_cache(maxsize=None)
 def topology_links(index: int) -> tuple[tuple[int, ...], ...]:
     "Link orders (see `link_orders`) of topology `index`."

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from szrank import topology
-from szrank.topology import (STAR_CYCLE, TOPOLOGIES, TOPOLOGY_COUNT, candidate_relabellings, canonical_form,
-                             check_topology, normalise,
+from szrank.topology import (LEX_TOPOLOGIES, PAPER_RELABELLINGS, STAR_CYCLE, TOPOLOGIES, TOPOLOGY_COUNT,
+                             candidate_relabellings, canonical_form, canonical_relabelling, check_topology,
+                             index_from_lex, lex_index, normalise, read_public_topologies,
                              enumerate_labelled, link_orders, load_topologies, orient, read_triangulation,
                              surface_summary, topology_index, topology_links)
 
@@ -29,7 +30,8 @@ def random_relabelling(rng):
 
 def test_table_has_59_valid_canonical_distinct_sorted_entries():
     assert TOPOLOGY_COUNT == 59 and len(TOPOLOGIES) == 59
-    assert list(TOPOLOGIES) == sorted(set(TOPOLOGIES))
+    assert list(LEX_TOPOLOGIES) == sorted(set(TOPOLOGIES))
+    assert [LEX_TOPOLOGIES[lex_index(i)] for i in range(59)] == list(TOPOLOGIES)
     for facets in TOPOLOGIES:
         assert len(facets) == 44 and all(t == tuple(sorted(t)) for t in facets)
         summary = surface_summary(facets)
@@ -132,21 +134,21 @@ def test_regenerated_table_matches_the_shipped_one(tmp_path):
     table = topology.write_topologies(tmp_path / "topologies.json", show_progress=False)
     assert len(table) == 59
     assert table == TOPOLOGIES
-    assert load_topologies(tmp_path / "topologies.json") == TOPOLOGIES
+    assert load_topologies(tmp_path / "topologies.json") == LEX_TOPOLOGIES
 
 
 PUBLISHED = Path(__file__).resolve().parent / "data" / "szilassi"
 
 
 def test_index_agrees_with_the_published_numbering():
-    """Surface #30 of Lutz's lexicographic list (numbered from 1) is index 29 here, as given.
+    """Surface #30 of Lutz's lexicographic list (numbered from 1) is lexicographic entry 29, as given.
 
     The published list holds each type by its lexicographically minimal facet list, in lexicographic
-    order, so the entry must already be canonical and sit at the same position in TOPOLOGIES."""
+    order, so the entry must already be canonical and sit at the same position in LEX_TOPOLOGIES."""
     facets = check_topology(read_triangulation(PUBLISHED / "lutz_manifolds_lex_d2_n12_o1_g6_surface30.txt"))
     assert canonical_form(facets) == facets
-    assert TOPOLOGIES[29] == facets
-    assert topology_index(facets) == 29
+    assert LEX_TOPOLOGIES[29] == facets
+    assert lex_index(topology_index(facets)) == 29 and index_from_lex(29) == topology_index(facets)
 
 
 def test_the_vertex_transitive_triangulation_is_in_the_table():
@@ -160,3 +162,43 @@ def test_the_vertex_transitive_triangulation_is_in_the_table():
     reaching = {int(np.flatnonzero(row == 1)[0]) for row in candidate_relabellings(facets)
                 if normalise(relabel(facets, row)) == canonical}
     assert reaching == set(range(1, 13))
+
+
+PUBLIC_LIST = Path("/work/shared/fixtures/szilassi/public_solver/topologies.txt")
+if not PUBLIC_LIST.exists():
+    PUBLIC_LIST = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "szilassi" / "public_solver" / "topologies.txt"
+
+
+@pytest.mark.skipif(not PUBLIC_LIST.exists(), reason="the public solver's topology list is not here")
+def test_every_public_line_is_its_own_index():
+    "Line i of the public list (the paper's #i+1) is TOPOLOGIES[i], reached by PAPER_RELABELLINGS[i]."
+    public = read_public_topologies(PUBLIC_LIST)
+    assert len(public) == 59
+    for i, line in enumerate(public):
+        assert topology_index(line) == i
+        images = PAPER_RELABELLINGS[i]
+        assert normalise([tuple(images[v - 1] for v in t) for t in line]) == TOPOLOGIES[i]
+        assert canonical_relabelling(line) == images
+    # the Razorcross, the public solver's "topology 42", is the paper's #43
+    assert topology_index(public[42]) == 42
+
+
+def test_public_list_errors_name_file_and_line(tmp_path):
+    bad = tmp_path / "topologies.txt"
+    bad.write_text("no.01 01a 01b\n")
+    with pytest.raises(ValueError, match=r"topologies.txt:1: expected 'no.NN' and 44 triangles"):
+        read_public_topologies(bad)
+
+
+def test_an_old_v1_table_is_refused_with_what_to_do(tmp_path):
+    payload = json.loads(topology.DATA_PATH.read_text())
+    payload["format"] = "szrank-topologies-v1"
+    path = tmp_path / "topologies.json"
+    path.write_text(json.dumps(payload))
+    with pytest.raises(ValueError, match="write_topologies"):
+        load_topologies(path)
+    payload["format"] = topology.DATA_FORMAT
+    payload["paper_order"] = payload["paper_order"][:-1]
+    path.write_text(json.dumps(payload))
+    with pytest.raises(ValueError, match="paper_order"):
+        load_topologies(path)
