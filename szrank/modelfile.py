@@ -21,9 +21,9 @@ from szrank.errors import SzrankError
 
 # %% auto 0
 __all__ = ['MODEL_MAGIC', 'MODEL_FORMAT_VERSION', 'FEATURE_FORMAT_VERSION', 'OBJECTIVE_VERSION', 'MODEL_HEADER_BYTES',
-           'MODEL_HEADER', 'FLAG_GATE_OVERRIDDEN', 'HEADER_METRICS', 'FIXED_FIELDS', 'member_tensors', 'tensor_bytes',
-           'serialize_model', 'ModelFileError', 'ModelHeader', 'ModelFile', 'load_model', 'report_bytes',
-           'publish_model']
+           'MODEL_HEADER', 'FLAG_GATE_OVERRIDDEN', 'HEADER_CRC_OFFSET', 'NO_HEADER_CRC', 'HEADER_METRICS',
+           'FIXED_FIELDS', 'header_crc32', 'member_tensors', 'tensor_bytes', 'serialize_model', 'ModelFileError',
+           'ModelHeader', 'ModelFile', 'load_model', 'report_bytes', 'publish_model']
 
 # %% ../nbs/szrank/24_modelfile.ipynb 4
 from szrank.architecture import (ATTENTION_HEADS, ENSEMBLE_SIZE, FACE_COUNT, FACE_FEATURES, FEED_FORWARD_WIDTH,
@@ -40,6 +40,8 @@ MODEL_HEADER_BYTES = 160   # fixed; the native loader reads exactly this much be
 # %% ../nbs/szrank/24_modelfile.ipynb 6
 MODEL_HEADER = struct.Struct("<8s4I11I3IQ32s8f2I")  # the table above, field by field
 FLAG_GATE_OVERRIDDEN = 1  # bit 0: published with --force-deploy despite a failed gate
+HEADER_CRC_OFFSET = 156   # the table's last (reserved) u32: CRC32 of every header byte before it
+NO_HEADER_CRC = 0         # what files written before the header checksum hold there
 
 # The validation metrics the header carries, in header order (keys of `evaluate_ensemble`).
 HEADER_METRICS = ("average_precision", "brier_score", "expected_calibration_error", "top_k_gain",
@@ -54,6 +56,10 @@ FIXED_FIELDS = {
     "face_features": FACE_FEATURES, "global_features": GLOBAL_FEATURES, "topology_count": TOPOLOGY_COUNT,
     "move_count": MOVE_COUNT, "scale_count": SCALE_COUNT,
 }
+
+def header_crc32(header: bytes) -> int:
+    "The header checksum: zlib CRC32 of the header's bytes before `HEADER_CRC_OFFSET`."
+    return zlib.crc32(bytes(header[:HEADER_CRC_OFFSET])) & 0xFFFFFFFF
 
 # %% ../nbs/szrank/24_modelfile.ipynb 9
 def member_tensors(member) -> Iterable:
@@ -74,33 +80,38 @@ def tensor_bytes(tensor) -> bytes:
 # %% ../nbs/szrank/24_modelfile.ipynb 13
 def serialize_model(members: Sequence, training_seed: int, corpus_digest: bytes,
                     validation: dict, gate_overridden: bool = False) -> bytes:
-    "The SZTRNK01 bytes of an ensemble: 160-byte header, then the float32 payload."
+    "The SZTRNK01 bytes of an ensemble: 160-byte header (checksummed), then the float32 payload; all finite."
     if len(members) != ENSEMBLE_SIZE:
         raise ValueError(f"expected {ENSEMBLE_SIZE} ensemble members, got {len(members)}")
     if len(corpus_digest) != 32:
         raise ValueError("training corpus digest must be SHA-256 (32 bytes)")
     parts = []
-    for member in members:
+    for index, member in enumerate(members):
         for (name, shape), tensor in zip(MEMBER_TENSOR_ORDER, member_tensors(member)):
             if tuple(tensor.shape) != shape:
                 raise ValueError(f"ranker member tensor {name} has shape {tuple(tensor.shape)}, the file needs {shape}")
             parts.append(tensor_bytes(tensor))
+            if not np.isfinite(np.frombuffer(parts[-1], dtype="<f4")).all():
+                raise ModelFileError(f"member {index} tensor {name} has non-finite weights (the training diverged); "
+                                     "no model file was written")
+    metrics = [float(validation[name]) for name in HEADER_METRICS]
+    for name, value in zip(HEADER_METRICS, metrics):
+        if not math.isfinite(value):
+            raise ModelFileError(f"validation metric {name} = {value} is not finite; no model file was written")
     payload = b"".join(parts)
-    if len(payload) % 4:
-        raise AssertionError("float payload is not aligned")
     float_count = len(payload) // 4
     expected_count = expected_payload_float_count()
     if float_count != expected_count:
         raise AssertionError(f"payload tensor order/shape mismatch: {float_count} != {expected_count}")
-    payload_crc = zlib.crc32(payload) & 0xFFFFFFFF
-    flags = FLAG_GATE_OVERRIDDEN if gate_overridden else 0
-    header = MODEL_HEADER.pack(
+    header = bytearray(MODEL_HEADER.pack(
         MODEL_MAGIC, MODEL_FORMAT_VERSION, FEATURE_FORMAT_VERSION, OBJECTIVE_VERSION, MODEL_HEADER_BYTES,
         ENSEMBLE_SIZE, MODEL_WIDTH, ATTENTION_HEADS, LAYER_COUNT, FEED_FORWARD_WIDTH, FACE_COUNT,
         FACE_FEATURES, GLOBAL_FEATURES, TOPOLOGY_COUNT, MOVE_COUNT, SCALE_COUNT,
-        float_count, payload_crc, flags, int(training_seed) & 0xFFFFFFFFFFFFFFFF, bytes(corpus_digest),
-        *(float(validation[name]) for name in HEADER_METRICS), int(validation["records"]), 0)
-    return header + payload
+        float_count, zlib.crc32(payload) & 0xFFFFFFFF, FLAG_GATE_OVERRIDDEN if gate_overridden else 0,
+        int(training_seed) & 0xFFFFFFFFFFFFFFFF, bytes(corpus_digest), *metrics, int(validation["records"]),
+        NO_HEADER_CRC))
+    struct.pack_into("<I", header, HEADER_CRC_OFFSET, header_crc32(header))
+    return bytes(header) + payload
 
 # %% ../nbs/szrank/24_modelfile.ipynb 15
 class ModelFileError(SzrankError, ValueError):
@@ -133,7 +144,7 @@ class ModelHeader:
     corpus_digest: bytes
     validation: dict
     validation_records: int
-    reserved: int
+    header_crc32: int     # 0: written before the header checksum
 
     @property
     def gate_overridden(self) -> bool:
@@ -154,54 +165,78 @@ class ModelFile:
     digest_sha256: str
 
 # %% ../nbs/szrank/24_modelfile.ipynb 18
-def load_model(source) -> ModelFile:
-    "Read and fully validate an SZTRNK01 file (a path, or its bytes)."
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data, name = bytes(source), "SZTRNK01 bytes"
-    else:
-        path = Path(source)
-        data, name = path.read_bytes(), str(path)
-
-    def fail(message: str):
-        raise ModelFileError(f"{name}: {message}")
-
-    if len(data) < MODEL_HEADER_BYTES:
-        fail(f"truncated: {len(data)} bytes, the header alone is {MODEL_HEADER_BYTES}")
-    header = ModelHeader.unpack(data[:MODEL_HEADER_BYTES])
+def _header_faults(header: ModelHeader, data: bytes) -> str | None:
+    "What is wrong with a header of the right size (the first fault), or None."
     if header.magic != MODEL_MAGIC:
-        fail(f"bad magic {header.magic!r}, expected {MODEL_MAGIC!r}: not an SZTRNK01 model file")
+        return f"bad magic {header.magic!r}, expected {MODEL_MAGIC!r}: not an SZTRNK01 model file"
     for field, expected in FIXED_FIELDS.items():
         actual = getattr(header, field)
         if actual != expected:
-            fail(f"header field {field} is {actual}, this build needs {expected}; "
-                 "retrain with this version or use a matching loader")
+            return (f"header field {field} is {actual}, this build needs {expected}; "
+                    "retrain with this version or use a matching loader")
     expected_count = expected_payload_float_count()
     if header.payload_float_count != expected_count:
-        fail(f"header payload float count is {header.payload_float_count}, the architecture needs {expected_count}")
+        return f"header payload float count is {header.payload_float_count}, the architecture needs {expected_count}"
     expected_size = MODEL_HEADER_BYTES + 4 * expected_count
     if len(data) != expected_size:
-        fail(f"file size is {len(data)} bytes, header and payload need exactly {expected_size}")
-    payload = data[MODEL_HEADER_BYTES:]
-    crc = zlib.crc32(payload) & 0xFFFFFFFF
+        return f"file size is {len(data)} bytes, header and payload need exactly {expected_size}"
+    crc = header_crc32(data)
+    if header.header_crc32 != NO_HEADER_CRC and crc != header.header_crc32:
+        return (f"header CRC32 is {crc:08x}, field header_crc32 says {header.header_crc32:08x}: the header's "
+                "metadata is corrupt; republish the model")
+    crc = zlib.crc32(data[MODEL_HEADER_BYTES:]) & 0xFFFFFFFF
     if crc != header.payload_crc32:
-        fail(f"payload CRC32 is {crc:08x}, the header says {header.payload_crc32:08x}: the file is corrupt")
+        return f"payload CRC32 is {crc:08x}, the header says {header.payload_crc32:08x}: the file is corrupt"
+    for name, value in header.validation.items():
+        if not math.isfinite(value):
+            return f"header field validation {name} = {value} is not finite; the file is corrupt or was not trained"
+    return None
+
+# %% ../nbs/szrank/24_modelfile.ipynb 20
+def _payload_members(payload: bytes) -> tuple[list, str | None]:
+    "The members' tensors from the payload, and the first non-finite weight (member, tensor, element) if any."
     floats = np.frombuffer(payload, dtype="<f4").astype(np.float32)
-    members, offset = [], 0
-    for _ in range(ENSEMBLE_SIZE):
+    members, offset, fault = [], 0, None
+    for index in range(ENSEMBLE_SIZE):
         tensors = {}
         for tensor_name, shape in MEMBER_TENSOR_ORDER:
             size = math.prod(shape)
             tensors[tensor_name] = floats[offset:offset + size].reshape(shape)
             offset += size
+            if fault is None and not np.isfinite(tensors[tensor_name]).all():
+                element = int(np.argmin(np.isfinite(tensors[tensor_name]).reshape(-1)))
+                value = tensors[tensor_name].reshape(-1)[element]
+                fault = (f"member {index} tensor {tensor_name} element {element} is {value}: the weights are not "
+                         "finite (a diverged training); retrain, this model cannot rank")
         members.append(tensors)
-    return ModelFile(header, tuple(members), hashlib.sha256(data).hexdigest())
+    return members, fault
 
 # %% ../nbs/szrank/24_modelfile.ipynb 22
+def load_model(source) -> ModelFile:
+    "Read and fully validate an SZTRNK01 file (a path, or its bytes): header, checksums, finite metrics and weights."
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data, name = bytes(source), "SZTRNK01 bytes"
+    else:
+        path = Path(source)
+        try:
+            data, name = path.read_bytes(), str(path)
+        except OSError as exc:
+            raise ModelFileError(f"{path}: cannot read the model file: {exc.strerror or exc}") from None
+    if len(data) < MODEL_HEADER_BYTES:
+        raise ModelFileError(f"{name}: truncated: {len(data)} bytes, the header alone is {MODEL_HEADER_BYTES}")
+    header = ModelHeader.unpack(data[:MODEL_HEADER_BYTES])
+    fault = _header_faults(header, data)
+    members, weight_fault = (None, None) if fault else _payload_members(data[MODEL_HEADER_BYTES:])
+    if fault or weight_fault:
+        raise ModelFileError(f"{name}: {fault or weight_fault}")
+    return ModelFile(header, tuple(members), hashlib.sha256(data).hexdigest())
+
+# %% ../nbs/szrank/24_modelfile.ipynb 26
 def report_bytes(report: dict) -> bytes:
     "A report as the sorted, indented UTF-8 JSON the publisher writes."
     return (json.dumps(report, ensure_ascii=False, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
-# %% ../nbs/szrank/24_modelfile.ipynb 23
+# %% ../nbs/szrank/24_modelfile.ipynb 27
 def publish_model(output_directory: Path, model_bytes: bytes, report: dict,
                   curves: dict | None = None) -> tuple[str, Path]:
     """Publish an immutable generation and make it current; returns `(sha256 hex, generation path)`.

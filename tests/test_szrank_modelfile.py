@@ -64,7 +64,8 @@ def test_header_layout_is_the_table(model_bytes):
     keys = ["average_precision", "brier_score", "expected_calibration_error", "top_k_gain",
             "policy_cross_entropy", "prevalence", "binary_cross_entropy", "gain_mae"]
     np.testing.assert_allclose(floats, [VALIDATION[k] for k in keys], rtol=1e-6)
-    assert struct.unpack_from("<2I", model_bytes, 152) == (4321, 0)
+    # The table's last (reserved) word holds the CRC32 of the 156 header bytes before it.
+    assert struct.unpack_from("<2I", model_bytes, 152) == (4321, zlib.crc32(model_bytes[:156]))
 
 
 def test_payload_is_member_tensors_in_seed_order(members, model_bytes):
