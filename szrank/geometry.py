@@ -15,9 +15,10 @@ from szrank.errors import InvariantError
 from szrank.topology import LINK_LENGTH, TOPOLOGIES, TRIANGLE_COUNT, VERTEX_COUNT, link_orders, normalise
 
 # %% auto 0
-__all__ = ['FACE_COUNT', 'EDGE_COUNT', 'NEAR_PARALLEL', 'FAR_AWAY', 'PAIRS_PER_FACE', 'Layout', 'layout_from_facets', 'layout',
-           'unit_planes', 'frame', 'dual_vertices', 'plane_bases', 'winding_numbers', 'signed_distances', 'Defects',
-           'evaluate', 'random_planes', 'Evaluator', 'face_polygons']
+__all__ = ['FACE_COUNT', 'EDGE_COUNT', 'NEAR_PARALLEL', 'FAR_AWAY', 'PAIRS_PER_FACE', 'PUBLIC_PARAMETER_TOLERANCE',
+           'PUBLIC_PARALLEL_DET2', 'PUBLIC_PARALLEL_DIST2', 'PUBLIC_ON_EDGE_DIST2', 'PUBLIC_ON_EDGE_CORNER2', 'Layout',
+           'layout_from_facets', 'layout', 'unit_planes', 'frame', 'dual_vertices', 'plane_bases', 'winding_numbers',
+           'signed_distances', 'Defects', 'evaluate_exact', 'random_planes', 'evaluate', 'Evaluator', 'face_polygons']
 
 # %% ../nbs/szrank/31_geometry.ipynb 3
 FACE_COUNT = VERTEX_COUNT    # 12 planes
@@ -322,8 +323,10 @@ def _batch(normals, offsets):
     return n.reshape(-1, FACE_COUNT, 3), d.reshape(-1, FACE_COUNT)
 
 # %% ../nbs/szrank/31_geometry.ipynb 31
-def evaluate(normals, offsets, layout: Layout) -> Defects:
-    "Defects of one configuration (12, 3)/(12,) or a batch (B, 12, 3)/(B, 12); always batched output."
+def evaluate_exact(normals, offsets, layout: Layout) -> Defects:
+    """Defects by the strict rule (exact in the limit of exact arithmetic; similarity-invariant): one
+    configuration (12, 3)/(12,) or a batch (B, 12, 3)/(B, 12); always batched output.  See `evaluate`
+    for the public solver's rule, which the search uses."""
     n, d = _batch(normals, offsets)
     vertices, near_parallel, at_infinity = _dual(n, d, layout.triangles)
     cross, pierce, plane_cross = _pair_tests(layout, signed_distances(vertices, n, d, layout))
@@ -338,8 +341,99 @@ def random_planes(rng: np.random.Generator, count: int | None = None) -> tuple[n
     return normals, np.ones(shape[:-1])
 
 # %% ../nbs/szrank/31_geometry.ipynb 38
+PUBLIC_PARAMETER_TOLERANCE = 1e-3    # crossings: segment parameters in (-1e-3, 1 + 1e-3), as the public counter
+PUBLIC_PARALLEL_DET2 = 1e-10         # crossings: squared 2-D determinant below this is "parallel" there
+PUBLIC_PARALLEL_DIST2 = 1e-3         # parallel edges closer than sqrt(1e-3) (squared distance) cross there
+PUBLIC_ON_EDGE_DIST2 = 1e-6          # intersections: within 1e-3 of a polygon edge is on the edge
+PUBLIC_ON_EDGE_CORNER2 = 1e-5        # ... unless within sqrt(1e-5) of one of that edge's ends
+
+# %% ../nbs/szrank/31_geometry.ipynb 39
+def _project(points, u, v):
+    "2-D coordinates (..., 2) of points (..., 3) in the in-plane axes u, v (broadcast)."
+    return np.stack([np.einsum("...i,...i->...", points, u), np.einsum("...i,...i->...", points, v)], axis=-1)
+
+# %% ../nbs/szrank/31_geometry.ipynb 40
+def _public_cross(polygons2d) -> np.ndarray:
+    "Crossing flags (B, 528) of the 44 non-adjacent polygon-edge pairs of each face (B, 12, 11, 2), public rule."
+    k, l = _LOCAL_PAIRS[:, 0], _LOCAL_PAIRS[:, 1]
+    a1, a2 = polygons2d[:, :, k], polygons2d[:, :, (k + 1) % LINK_LENGTH]
+    b1, b2 = polygons2d[:, :, l], polygons2d[:, :, (l + 1) % LINK_LENGTH]
+    da, db, ba = a2 - a1, b1 - b2, b1 - a1
+    det = da[..., 0] * db[..., 1] - da[..., 1] * db[..., 0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        parallel = det * det < PUBLIC_PARALLEL_DET2
+        safe = np.where(parallel, 1.0, det)
+        t = (db[..., 1] * ba[..., 0] - db[..., 0] * ba[..., 1]) / safe
+        s = (da[..., 0] * ba[..., 1] - da[..., 1] * ba[..., 0]) / safe
+        eps = PUBLIC_PARAMETER_TOLERANCE
+        proper = (t > -eps) & (t < 1 + eps) & (s > -eps) & (s < 1 + eps)
+        along = np.einsum("...i,...i->...", ba, da) / np.einsum("...i,...i->...", da, da)
+        off = ba - da * along[..., None]
+        close = np.einsum("...i,...i->...", off, off) < PUBLIC_PARALLEL_DIST2
+    return np.where(parallel, close, proper).reshape(polygons2d.shape[0], -1)
+
+# %% ../nbs/szrank/31_geometry.ipynb 43
+def _public_pierce(L: Layout, vertices, n, d, polygons2d, u, v):
+    "Intersection flags (B, 528) and plane crossings (B, 528) of the (edge, face) pairs, public rule."
+    e, f = L.pierce_pairs[:, 0], L.pierce_pairs[:, 1]
+    P, Q = vertices[:, L.edge_ends[e, 0]], vertices[:, L.edge_ends[e, 1]]
+    nf, df = n[:, f], d[:, f]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ad = np.einsum("...i,...i->...", P, nf) - df
+        bd = np.einsum("...i,...i->...", Q, nf) - df
+        plane_cross = ad * bd < 0
+        X = (ad[..., None] * Q - bd[..., None] * P) / np.where(plane_cross, ad - bd, 1.0)[..., None]
+        corners3d = vertices[:, L.corners]
+        low, high = corners3d.min(axis=2)[:, f], corners3d.max(axis=2)[:, f]
+        boxes = ~((np.maximum(P, Q) < low).any(-1) | (np.minimum(P, Q) > high).any(-1))
+        inside, on_edge = _public_inside(_project(X, u[:, f], v[:, f]), polygons2d[:, f])
+    owners = L.edge_faces[e]
+    across = L.neighbours[f][np.arange(len(f))[None, :], (on_edge - 1) % LINK_LENGTH]   # polygon edge (i-1, i)
+    crossing_already = (on_edge >= 0) & ((across == owners[None, :, 0]) | (across == owners[None, :, 1]))
+    return plane_cross & boxes & inside & ~crossing_already, plane_cross
+
+# %% ../nbs/szrank/31_geometry.ipynb 44
+def _public_inside(points, polygons):
+    """The public point-in-polygon test of points (..., 2) in polygons (..., 11, 2): (inside, on-edge index).
+
+    On-edge index i (or -1) is the first polygon edge (corner i-1, corner i) the point lies on."""
+    p1, p2 = polygons, np.roll(polygons, 1, axis=-2)          # edge i runs corner i-1 -> corner i
+    rel, seg = points[..., None, :] - p1, p2 - p1
+    t = np.clip(np.einsum("...i,...i->...", rel, seg) / np.einsum("...i,...i->...", seg, seg), 0.0, 1.0)
+    gap = rel - seg * t[..., None]
+    to_p2 = points[..., None, :] - p2
+    on = ((np.einsum("...i,...i->...", gap, gap) < PUBLIC_ON_EDGE_DIST2)
+          & (np.einsum("...i,...i->...", rel, rel) > PUBLIC_ON_EDGE_CORNER2)
+          & (np.einsum("...i,...i->...", to_p2, to_p2) > PUBLIC_ON_EDGE_CORNER2))
+    on_edge = np.where(on.any(-1), np.argmax(on, axis=-1), -1)
+    y = points[..., None, 1]
+    turn = (p2[..., 0] - p1[..., 0]) * (y - p1[..., 1]) - (p2[..., 1] - p1[..., 1]) * (points[..., None, 0] - p1[..., 0])
+    up = (p1[..., 1] <= y) & (p2[..., 1] > y) & (turn > 0)
+    down = (p1[..., 1] > y) & (p2[..., 1] <= y) & (turn < 0)
+    winding = up.sum(-1) - down.sum(-1)
+    return (on_edge >= 0) | (np.abs(winding) == 1), on_edge
+
+# %% ../nbs/szrank/31_geometry.ipynb 47
+def evaluate(normals, offsets, layout: Layout, absolute: bool = False) -> Defects:
+    """Defects by the public solver's counting rules (see above): one configuration (12, 3)/(12,) or a
+    batch (B, 12, 3)/(B, 12); always batched output.  `evaluate_exact` is the strict rule.
+
+    The public distance tolerances are in units of the configuration's frame scale (similarity-invariant
+    counts), or with `absolute` in its own coordinates, exactly as the public counter applies them."""
+    n, d = _batch(normals, offsets)
+    if not absolute:
+        centre, scale = _frame(n, d)
+        d = (d - np.einsum("bfi,bi->bf", n, centre)) / scale[:, None]
+    vertices, near_parallel, at_infinity = _dual(n, d, layout.triangles)
+    u, v = plane_bases(n)
+    polygons2d = _project(vertices[:, layout.corners], u[:, :, None], v[:, :, None])
+    cross = _public_cross(polygons2d)
+    pierce, plane_cross = _public_pierce(layout, vertices, n, d, polygons2d, u, v)
+    return _defects(layout, cross, pierce, plane_cross, near_parallel, at_infinity)
+
+# %% ../nbs/szrank/31_geometry.ipynb 51
 class Evaluator:
-    "One configuration with cached vertices and distances: evaluate single-plane moves incrementally."
+    "One configuration with cached vertices and distances: evaluate single-plane moves incrementally (strict rule, `evaluate_exact`)."
 
     def __init__(self, normals, offsets, layout: Layout):
         self.layout = layout
@@ -394,7 +488,7 @@ class Evaluator:
         self.normals, self.offsets, self.raw, self.near_parallel, self._state = self._pending
         self._pending = None
 
-# %% ../nbs/szrank/31_geometry.ipynb 42
+# %% ../nbs/szrank/31_geometry.ipynb 55
 def face_polygons(normals, offsets, layout: Layout) -> np.ndarray:
     "Corner coordinates (B, 12, 11, 3) of the face polygons in link order (NaN where degenerate)."
     n, d = _batch(normals, offsets)

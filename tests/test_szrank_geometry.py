@@ -1,10 +1,10 @@
-"""Defects C and I against an independent brute force in exact rational arithmetic, plus hand-built cases."""
+"""Defects C and I by the strict rule (evaluate_exact) against an independent brute force in exact rational arithmetic, plus hand-built cases."""
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from szrank.geometry import Evaluator, evaluate, face_polygons, layout, random_planes, winding_numbers
+from szrank.geometry import Evaluator, evaluate_exact, face_polygons, layout, random_planes, winding_numbers
 from szrank.topology import TOPOLOGIES, link_orders
 
 
@@ -109,7 +109,7 @@ def test_defects_match_exact_arithmetic_on_random_configurations(index):
     totals = []
     for _ in range(6):
         normals, offsets = random_integer_planes(rng, 1.0)
-        result = evaluate(normals.astype(float), offsets.astype(float), L)
+        result = evaluate_exact(normals.astype(float), offsets.astype(float), L)
         assert result.feasible[0]
         got = (int(result.crossings[0]), int(result.intersections[0]))
         assert got == exact_defects(facets, normals, offsets)
@@ -121,9 +121,9 @@ def test_batched_and_single_evaluation_agree():
     rng = np.random.default_rng(4)
     L = layout(12)
     normals, offsets = random_planes(rng, 9)
-    batch = evaluate(normals, offsets, L)
+    batch = evaluate_exact(normals, offsets, L)
     for b in range(9):
-        single = evaluate(normals[b], offsets[b], L)
+        single = evaluate_exact(normals[b], offsets[b], L)
         assert np.array_equal(single.cross[0], batch.cross[b]) and np.array_equal(single.pierce[0], batch.pierce[b])
         assert single.face_piercing.sum() == 2 * single.intersections[0]
 
@@ -132,12 +132,12 @@ def test_defects_invariant_under_similarities_and_plane_sign():
     rng = np.random.default_rng(8)
     L = layout(47)
     normals, offsets = random_planes(rng)
-    base = evaluate(normals, offsets, L)
+    base = evaluate_exact(normals, offsets, L)
     q, _ = np.linalg.qr(rng.standard_normal((3, 3)))       # a rotation or a reflection
     shift = rng.standard_normal(3) * 5
-    moved = evaluate(normals @ q.T, 3.7 * (offsets + normals @ shift), L)
+    moved = evaluate_exact(normals @ q.T, 3.7 * (offsets + normals @ shift), L)
     signs = np.where(rng.random(12) < 0.5, -1.0, 1.0)
-    flipped = evaluate(normals * signs[:, None], offsets * signs, L)
+    flipped = evaluate_exact(normals * signs[:, None], offsets * signs, L)
     for other in (moved, flipped):
         assert np.array_equal(other.cross, base.cross) and np.array_equal(other.pierce, base.pierce)
 
@@ -154,13 +154,13 @@ def test_incremental_moves_equal_full_evaluation():
         got = evaluator.propose(plane, normal, offset)
         trial_n, trial_d = normals.copy(), offsets.copy()
         trial_n[plane], trial_d[plane] = normal, offset
-        want = evaluate(trial_n, trial_d, L)
+        want = evaluate_exact(trial_n, trial_d, L)
         for field in ("cross", "pierce", "face_crossings", "face_piercing", "face_pierced", "degenerate"):
             assert np.array_equal(getattr(got, field), getattr(want, field)), (step, field)
         if rng.random() < 0.5:
             evaluator.commit()
             normals, offsets = trial_n, trial_d
-    assert np.array_equal(evaluator.defects().pierce, evaluate(normals, offsets, L).pierce)
+    assert np.array_equal(evaluator.defects().pierce, evaluate_exact(normals, offsets, L).pierce)
     with pytest.raises(RuntimeError, match="without a proposed move"):
         evaluator.commit(); evaluator.commit()
 
@@ -183,7 +183,7 @@ def test_degenerate_configurations_are_reported_not_raised():
     normals, offsets = random_planes(rng)
     same = normals.copy(), offsets.copy()
     same[0][5], same[1][5] = normals[4], offsets[4]           # plane 5 equals plane 4
-    r = evaluate(*same, L)
+    r = evaluate_exact(*same, L)
     assert r.near_parallel[0] == 2 and not r.feasible[0]
     polygons = face_polygons(*same, L)
     assert np.isnan(polygons).any() and np.isfinite(polygons[0, 0]).any()
@@ -191,12 +191,12 @@ def test_degenerate_configurations_are_reported_not_raised():
     tilted = normals.copy()
     t = L.triangles[0]
     tilted[t[2]] = tilted[t[0]] + tilted[t[1]] + 1e-12
-    r2 = evaluate(tilted, offsets, L)
+    r2 = evaluate_exact(tilted, offsets, L)
     assert r2.degenerate[0] >= 1
     with pytest.raises(ValueError, match="normal is zero"):
-        evaluate(np.zeros((12, 3)), offsets, L)
+        evaluate_exact(np.zeros((12, 3)), offsets, L)
     with pytest.raises(ValueError, match="planes must be"):
-        evaluate(normals[:11], offsets[:11], L)
+        evaluate_exact(normals[:11], offsets[:11], L)
 
 
 def test_hand_built_exact_reference_on_a_cube_like_start():
