@@ -126,6 +126,8 @@ DESCRIPTION = "The SUVI EUV gap filler: corpus, samples, training, bench and ren
 COMMANDS = (
     Command("version", "print the versions of suvi_fill, numpy and torch", "suvi_fill.cli:version_command"),
     Command("synth", "write a synthetic SUVI-L2-style FITS archive", "suvi_fill.sun:synth_command"),
+    Command("realism", "hold a synthetic archive's figures against the real EUV references",
+            "suvi_fill.realism:realism_command"),
     Command("build", "ingest SUVI L2 FITS files into shards and a manifest", "suvi_fill.ingest:build_command"),
     Command("profile", "profile the archive's availability into availability.npz",
             "suvi_fill.availability:profile_command"),
