@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from suvi_fill import dataset, fits, ingest, paths
+from suvi_fill import coding, dataset, fits, ingest, paths
 
 
 def make_shard(path, slots, resolution, rng):
@@ -29,7 +29,7 @@ def make_shard(path, slots, resolution, rng):
         first = int(writer.slots[0])
         for i in range(slots):
             for b in range(6):
-                plane = dataset.encode(rng.gamma(0.6, 1.0, (resolution, resolution)).astype(np.float32))
+                plane = coding.encode(rng.gamma(0.6, 1.0, (resolution, resolution)).astype(np.float32))
                 writer.add(first + i, b, plane)
                 planes[i, b] = plane
     return planes

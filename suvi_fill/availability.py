@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from suvi_fill import dataset, paths, segments
-from suvi_fill.errors import SuviFillError
+from suvi_fill.errors import InvalidData, MissingData
 from suvi_fill.files import atomic_write
 
 # %% auto 0
@@ -25,11 +25,11 @@ AVAILABILITY = "availability.npz"
 LOSS_CONTEXT = 15
 FORMAT = 1
 
-
+# %% ../nbs/suvi_fill/23_availability.ipynb 4
 def presence_trace(shards: dict, satellites=None) -> dict:
     "The presence trace of `shards` (`{(day, satellite): Shard}`): slots, satellites, present, quality."
     if not shards:
-        raise ValueError("no shards to profile")
+        raise MissingData("no shards to profile; build the corpus with suvi-fill build")
     satellites = sorted({s for _, s in shards}) if satellites is None else [int(s) for s in satellites]
     days = sorted({d for d, _ in shards})
     first, last = paths.first_slot_of_day(days[0]), paths.first_slot_of_day(days[-1]) + paths.SLOTS_PER_DAY
@@ -45,7 +45,7 @@ def presence_trace(shards: dict, satellites=None) -> dict:
     return {"slots": slots, "satellites": np.asarray(satellites, dtype=np.int64),
             "present": present, "quality": quality}
 
-
+# %% ../nbs/suvi_fill/23_availability.ipynb 5
 def loss_patterns(present, context: int = LOSS_CONTEXT) -> tuple:
     "Distinct band-loss patterns (K, 6) bool and their counts (K,) over operating frames (see above)."
     complete = present.all(axis=2)                               # (T, S)
@@ -66,13 +66,13 @@ def loss_patterns(present, context: int = LOSS_CONTEXT) -> tuple:
     patterns = ((values[:, None] >> np.arange(6)) & 1).astype(bool)
     return patterns, counts.astype(np.int64)
 
-
+# %% ../nbs/suvi_fill/23_availability.ipynb 6
 def dual_outage_rate(present) -> float:
     "Share of (slot, band) where every satellite lacks the band: the dual-satellite outage rate."
     present = np.asarray(present, dtype=bool)
     return float((~present.any(axis=-2)).mean())
 
-# %% ../nbs/suvi_fill/23_availability.ipynb 5
+# %% ../nbs/suvi_fill/23_availability.ipynb 8
 class Availability:
     """The profiled availability model (`availability.npz`).
 
@@ -112,12 +112,12 @@ class Availability:
                 arrays = {k: z[k] for k in ("format", "slots", "satellites", "present", "quality",
                                             "patterns", "pattern_counts")}
         except FileNotFoundError:
-            raise FileNotFoundError(f"{path}: no availability model (run suvi-fill profile --shards DIR)") from None
+            raise MissingData(f"{path}: no availability model (run suvi-fill profile --shards DIR)") from None
         except (KeyError, OSError, EOFError, ValueError) as exc:
-            raise ValueError(f"{path}: not an availability model ({' '.join(str(exc).split())[:120]}); "
+            raise InvalidData(f"{path}: not an availability model ({' '.join(str(exc).split())[:120]}); "
                              "re-run suvi-fill profile") from None
         if int(arrays["format"]) != FORMAT:
-            raise ValueError(f"{path}: availability format {int(arrays['format'])}, expected {FORMAT}; "
+            raise InvalidData(f"{path}: availability format {int(arrays['format'])}, expected {FORMAT}; "
                              "re-run suvi-fill profile")
         return cls(arrays["slots"], arrays["satellites"], arrays["present"], arrays["quality"],
                    arrays["patterns"], arrays["pattern_counts"])
@@ -151,15 +151,15 @@ class Availability:
                 "whole_frame_lost": {s: float((~self.present[:, i].any(axis=1)).mean())
                                      for i, s in enumerate(self.satellites)}}
 
-# %% ../nbs/suvi_fill/23_availability.ipynb 8
+# %% ../nbs/suvi_fill/23_availability.ipynb 11
 def profile(directory) -> Availability:
     "Profile the corpus in `directory` and write `directory/availability.npz`."
     directory = Path(directory)
     if not directory.is_dir():
-        raise SuviFillError(f"--shards {directory}: not a directory (build the corpus with suvi-fill build)")
+        raise MissingData(f"--shards {directory}: not a directory (build the corpus with suvi-fill build)")
     shards = segments.corpus_shards(directory)
     if not shards:
-        raise SuviFillError(f"--shards {directory}: no shards (build the corpus with suvi-fill build)")
+        raise MissingData(f"--shards {directory}: no shards (build the corpus with suvi-fill build)")
     try:
         trace = presence_trace(shards)
     finally:
@@ -168,7 +168,7 @@ def profile(directory) -> Availability:
     model.save(directory / AVAILABILITY)
     return model
 
-
+# %% ../nbs/suvi_fill/23_availability.ipynb 12
 def profile_command(parser):
     "`suvi-fill profile --shards DIR`: write DIR/availability.npz."
     parser.add_argument("--shards", required=True, type=Path, help="corpus directory (suvi-fill build --out)")

@@ -23,8 +23,8 @@ from suvi_fill.files import atomic_writer
 # %% auto 0
 __all__ = ['STORE_DTYPE', 'CLEAN', 'MISSING', 'EMPTY', 'NONFINITE', 'SENTINEL', 'SATURATED', 'UNREADABLE', 'DUPLICATE',
            'QUALITY_NAMES', 'SHARD_SUFFIX', 'CORPUS_FOV_ARCSEC', 'MAGIC', 'PLANE_OFFSET', 'HASH_CHUNK', 'shard_name',
-           'plate_scale', 'solar_radius_pixels', 'ShardWriter', 'Shard', 'shard_content_digest', 'inspect_command',
-           'describe']
+           'plate_scale', 'solar_radius_pixels', 'ShardWriter', 'ShardFile', 'Shard', 'shard_content_digest',
+           'inspect_command', 'describe']
 
 # %% ../nbs/suvi_fill/20_dataset.ipynb 4
 #: On-disk dtype of coded frames: <= 0.75 % radiance step from corona to saturation.
@@ -72,6 +72,35 @@ _ARRAYS = (("slots", "<i8", 1), ("plane", "<i4", 6), ("quality", "u1", 6),
            ("b0", "<f4", 1), ("radius", "<f4", 1), ("time", "<f8", 1))
 
 
+def _slot_ephemeris(slots, resolution: int) -> tuple:
+    """`(time, b0, radius)` per slot: mid-slot unix seconds (float64), and B0 (degrees) and the
+    solar radius (pixels at `resolution`) as float32, evaluated every 30 slots (2 h) and held."""
+    n = len(slots)
+    time = (slots * paths.SLOT_SECONDS).astype(np.float64) + paths.SLOT_SECONDS / 2
+    b0 = np.array([paths.solar_b0(float(t)) for t in time[::30]], dtype=np.float32).repeat(30)[:n]
+    radius = np.array([solar_radius_pixels(float(t), resolution) for t in time[::30]],
+                      dtype=np.float32).repeat(30)[:n]
+    return time, b0, radius
+
+# %% ../nbs/suvi_fill/20_dataset.ipynb 16
+def _metadata_body(writer) -> tuple:
+    """`(body, digest)` of a finished `ShardWriter`: the metadata block (length, JSON, then the
+    per-slot arrays of `_ARRAYS`) and the content digest, which the arrays complete."""
+    blocks, layout, offset = [], {}, 0
+    for name, dtype, width in _ARRAYS:
+        array = np.ascontiguousarray(getattr(writer, name), dtype=dtype)
+        layout[name] = [dtype, list(array.shape), offset]
+        blocks.append(array.tobytes())
+        writer._hash.update(blocks[-1])
+        offset += len(blocks[-1])
+    meta = {"format": 1, "day": writer.day, "satellite": writer.satellite, "resolution": writer.resolution,
+            "wavelengths": list(paths.WAVELENGTHS), "dtype": STORE_DTYPE.str, "n_planes": writer._count,
+            "plane_offset": PLANE_OFFSET, "arrays": layout, "digest": writer._hash.hexdigest()}
+    text = json.dumps(meta, sort_keys=True).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(blocks), meta["digest"]
+
+# %% ../nbs/suvi_fill/20_dataset.ipynb 17
 class ShardWriter:
     """Stream one (day, satellite) shard to disk; the file appears only on `commit()`.
 
@@ -90,11 +119,7 @@ class ShardWriter:
         n = len(self.slots)
         self.plane = np.full((n, 6), -1, dtype=np.int32)
         self.quality = np.full((n, 6), MISSING, dtype=np.uint8)
-        starts = self.slots * paths.SLOT_SECONDS
-        self.time = starts.astype(np.float64) + paths.SLOT_SECONDS / 2
-        self.b0 = np.array([paths.solar_b0(float(t)) for t in self.time[::30]], dtype=np.float32).repeat(30)[:n]
-        self.radius = np.array([solar_radius_pixels(float(t), self.resolution) for t in self.time[::30]],
-                               dtype=np.float32).repeat(30)[:n]
+        self.time, self.b0, self.radius = _slot_ephemeris(self.slots, self.resolution)
         self.duplicates = 0
         self._count = 0
         self._hash = hashlib.blake2b(digest_size=16)
@@ -137,27 +162,15 @@ class ShardWriter:
 
     def commit(self) -> str:
         "Write the metadata and rename the file into place; returns the shard's digest."
-        blocks, layout, offset = [], {}, 0
-        for name, dtype, width in _ARRAYS:
-            array = np.ascontiguousarray(getattr(self, name), dtype=dtype)
-            layout[name] = [dtype, list(array.shape), offset]
-            blocks.append(array.tobytes())
-            self._hash.update(blocks[-1])
-            offset += len(blocks[-1])
-        meta = {"format": 1, "day": self.day, "satellite": self.satellite, "resolution": self.resolution,
-                "wavelengths": list(paths.WAVELENGTHS), "dtype": STORE_DTYPE.str, "n_planes": self._count,
-                "plane_offset": PLANE_OFFSET, "arrays": layout, "digest": self._hash.hexdigest()}
-        text = json.dumps(meta, sort_keys=True).encode("utf-8")
-        text += b" " * (-len(text) % 8)
+        body, digest = _metadata_body(self)
         where = PLANE_OFFSET + self._count * self.resolution ** 2 * STORE_DTYPE.itemsize
-        body = struct.pack("<Q", len(text)) + text + b"".join(blocks)
         self._file.write(body)
         self._file.seek(0)
         self._file.write(MAGIC + struct.pack("<QQ", where, len(body)))
         self._file.seek(0, os.SEEK_END)
         self._context.__exit__(None, None, None)
         self._file = None
-        return meta["digest"]
+        return digest
 
     def abort(self) -> None:
         "Discard the partial file (nothing appears at `path`)."
@@ -172,7 +185,27 @@ class ShardWriter:
         else: self.abort()
         return False
 
+# %% ../nbs/suvi_fill/20_dataset.ipynb 18
+def _read_shard_meta(fd, path) -> tuple:
+    "`(meta, {name: array})` of the shard open as `fd`; `InvalidData` naming `path` when it is not one."
+    size = os.fstat(fd).st_size
+    head = os.pread(fd, 24, 0)
+    if len(head) < 24 or head[:8] != MAGIC:
+        raise InvalidData(f"{path}: not a corpus shard (bad magic); rebuild it with suvi-fill build")
+    where, length = struct.unpack("<QQ", head[8:])
+    if where + length > size:
+        raise InvalidData(f"{path}: truncated shard ({size} bytes, metadata ends at {where + length})")
+    body = os.pread(fd, length, where)
+    (text_length,) = struct.unpack("<Q", body[:8])
+    meta = json.loads(body[8:8 + text_length].decode("utf-8"))
+    base = 8 + text_length
+    arrays = {}
+    for name, (dtype, shape, offset) in meta["arrays"].items():
+        count = int(np.prod(shape))
+        arrays[name] = np.frombuffer(body, dtype=dtype, count=count, offset=base + offset).reshape(shape).copy()
+    return meta, arrays
 
+# %% ../nbs/suvi_fill/20_dataset.ipynb 19
 def _widen(out, plane) -> None:
     """`out[...] = plane` (float16 -> float32).  numpy's conversion runs ~250 M values/s
     (10 ms for a 640 px frame, the whole cost of a read); torch's F16C path is ~15x
@@ -184,18 +217,10 @@ def _widen(out, plane) -> None:
     else:
         np.copyto(out, plane)
 
-
-class Shard:
-    """One (day, satellite) of the corpus, read through a memory map.
-
-    Attributes (all in memory, copied at open): `day` ('YYYY-MM-DD'), `satellite`,
-    `resolution`, `slots` (int64 S global slots: every slot of the day), `present`
-    (bool S x 6: a clean frame of that band is stored), `quality` (uint8 S x 6,
-    `QUALITY_NAMES`), `b0` (float32 S, degrees), `radius` (float32 S, solar
-    radius in pixels), `time` (float64 S, observation time, unix seconds),
-    `digest` (content hash).  `frame(i)` and `band(i, b)` read slot *index* `i`
-    (`index_of(slot)` converts) as float32 asinh-coded, zeros where not present.
-    """
+# %% ../nbs/suvi_fill/20_dataset.ipynb 20
+class ShardFile:
+    """The file side of a `Shard`: the descriptor, the metadata read at open, the planes
+    mapped once per process (afresh in a forked child), and closing."""
 
     def __init__(self, path):
         self.path = Path(path)
@@ -213,20 +238,8 @@ class Shard:
         self._planes = None
 
     def _read_meta(self):
-        size = os.fstat(self._fd).st_size
-        head = os.pread(self._fd, 24, 0)
-        if len(head) < 24 or head[:8] != MAGIC:
-            raise InvalidData(f"{self.path}: not a corpus shard (bad magic); rebuild it with suvi-fill build")
-        where, length = struct.unpack("<QQ", head[8:])
-        if where + length > size:
-            raise InvalidData(f"{self.path}: truncated shard ({size} bytes, metadata ends at {where + length})")
-        body = os.pread(self._fd, length, where)
-        (text_length,) = struct.unpack("<Q", body[:8])
-        meta = json.loads(body[8:8 + text_length].decode("utf-8"))
-        base = 8 + text_length
-        for name, (dtype, shape, offset) in meta["arrays"].items():
-            count = int(np.prod(shape))
-            value = np.frombuffer(body, dtype=dtype, count=count, offset=base + offset).reshape(shape).copy()
+        meta, arrays = _read_shard_meta(self._fd, self.path)
+        for name, value in arrays.items():
             setattr(self, name if name != "plane" else "_plane", value)
         self.meta = meta
         self.day = meta["day"]
@@ -254,6 +267,40 @@ class Shard:
             self._pid = os.getpid()
         return self._planes
 
+    def close(self) -> None:
+        "Release the map and the descriptor (idempotent)."
+        self._planes = None
+        if self._map is not None and self._pid == os.getpid():
+            try: self._map.close()
+            except BufferError: pass          # a caller still holds a view; it dies with it
+        self._map = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __reduce__(self):
+        return (type(self), (str(self.path),))     # spawned workers reopen by path
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.close()
+
+    def __del__(self):
+        try: self.close()
+        except Exception: pass
+
+# %% ../nbs/suvi_fill/20_dataset.ipynb 22
+class Shard(ShardFile):
+    """One (day, satellite) of the corpus, read through a memory map.
+
+    Attributes (all in memory, copied at open): `day` ('YYYY-MM-DD'), `satellite`,
+    `resolution`, `slots` (int64 S global slots: every slot of the day), `present`
+    (bool S x 6: a clean frame of that band is stored), `quality` (uint8 S x 6,
+    `QUALITY_NAMES`), `b0` (float32 S, degrees), `radius` (float32 S, solar
+    radius in pixels), `time` (float64 S, observation time, unix seconds),
+    `digest` (content hash).  `frame(i)` and `band(i, b)` read slot *index* `i`
+    (`index_of(slot)` converts) as float32 asinh-coded, zeros where not present.
+    """
+
     def __len__(self) -> int:
         return len(self.slots)
 
@@ -280,36 +327,15 @@ class Shard:
                 _widen(out[b], planes[rows[b]])
         return out
 
-    def close(self) -> None:
-        "Release the map and the descriptor (idempotent)."
-        self._planes = None
-        if self._map is not None and self._pid == os.getpid():
-            try: self._map.close()
-            except BufferError: pass          # a caller still holds a view; it dies with it
-        self._map = None
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def __reduce__(self):
-        return (Shard, (str(self.path),))     # spawned workers reopen by path
-
-    def __enter__(self): return self
-    def __exit__(self, *exc): self.close()
-
-    def __del__(self):
-        try: self.close()
-        except Exception: pass
-
     def __repr__(self):
         return (f"Shard({self.day} g{self.satellite}, {self.resolution}px, "
                 f"{int(self.present.all(axis=1).sum())}/{len(self)} complete slots)")
 
-# %% ../nbs/suvi_fill/20_dataset.ipynb 19
+# %% ../nbs/suvi_fill/20_dataset.ipynb 26
 #: Bytes hashed per read by `shard_content_digest` (bounded memory for any shard size).
 HASH_CHUNK = 1 << 24
 
-
+# %% ../nbs/suvi_fill/20_dataset.ipynb 27
 def shard_content_digest(path) -> tuple:
     "`(header digest, recomputed content digest)` of the shard at `path`; equal when the shard is intact."
     with Shard(path) as shard:
@@ -326,7 +352,7 @@ def shard_content_digest(path) -> tuple:
     digest.update(body[8 + text_length:])
     return header, digest.hexdigest()
 
-# %% ../nbs/suvi_fill/20_dataset.ipynb 22
+# %% ../nbs/suvi_fill/20_dataset.ipynb 30
 def inspect_command(parser):
     "`suvi-fill inspect`: see `suvi_fill.corpus.inspect_command`."
     from suvi_fill.corpus import inspect_command as corpus_inspect_command

@@ -20,6 +20,7 @@ from astropy.io.fits.verify import VerifyWarning
 
 from suvi_fill.paths import (SATELLITES, SLOT_SECONDS, WAVELENGTHS, as_datetime, format_stamp, parse_stamp,
                              slot_of, solar_b0, solar_radius_arcsec, sun_distance_m, time_of)
+from suvi_fill.coding import SATURATION
 from suvi_fill.files import atomic_write
 
 # %% auto 0
@@ -35,7 +36,7 @@ L2_NAME = re.compile(r"^dr_suvi-l2-ci(?P<band>\d{3})_g(?P<satellite>\d{2})_s(?P<
                      r"_e(?P<end>\d{8}T\d{6}Z)_v(?P<version>\d+-\d+-\d+)(?P<suffix>[^.]*)"
                      r"\.(?P<extension>fits|fts|fit|header)(?P<compressed>\.gz)?$")
 
-
+# %% ../nbs/suvi_fill/13_fits.ipynb 5
 @dataclasses.dataclass(frozen=True)
 class L2Name:
     "What a SUVI L2 file name says."
@@ -50,7 +51,7 @@ class L2Name:
         "The slot the composite covers (its start stamp)."
         return slot_of(self.start)
 
-
+# %% ../nbs/suvi_fill/13_fits.ipynb 6
 def l2_name(band: int, satellite: int, slot: int, version: str = L2_VERSION) -> str:
     "The file name of the band-`band` composite of GOES-`satellite` for `slot`."
     if band not in WAVELENGTHS:
@@ -58,7 +59,7 @@ def l2_name(band: int, satellite: int, slot: int, version: str = L2_VERSION) -> 
     return (f"dr_suvi-l2-ci{band:03d}_g{satellite}_s{format_stamp(time_of(slot))}"
             f"_e{format_stamp(time_of(slot + 1))}_v{version}.fits")
 
-
+# %% ../nbs/suvi_fill/13_fits.ipynb 7
 def parse_l2_name(name) -> L2Name:
     "Parse a SUVI L2 file name (a path is fine); `ValueError` naming the file if it is not one."
     base = Path(str(name)).name
@@ -74,11 +75,11 @@ def parse_l2_name(name) -> L2Name:
         raise ValueError(f"{base}: end stamp {match['end']} is not after start {match['start']}")
     return L2Name(band, satellite, start, end, match["version"])
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 7
+# %% ../nbs/suvi_fill/13_fits.ipynb 10
 class L2FormatError(ValueError):
     "A file that is not a usable SUVI L2 composite; the message names the file and the key."
 
-
+# %% ../nbs/suvi_fill/13_fits.ipynb 11
 @dataclasses.dataclass(frozen=True)
 class L2Header:
     "The parsed header of one SUVI L2 composite."
@@ -136,7 +137,7 @@ class L2Header:
         "Disk centre as 0-based (row, col) array coordinates."
         return (self.crpix2 - 1.0, self.crpix1 - 1.0)
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 8
+# %% ../nbs/suvi_fill/13_fits.ipynb 12
 #: Keys a file must have; without them nothing about the image can be placed.
 REQUIRED_KEYS = ("WAVELNTH", "DATE-OBS", "CRPIX1", "CRPIX2", "CDELT1", "CDELT2")
 _TRUE = {True, "T", "TRUE", "1", 1}
@@ -156,7 +157,7 @@ def _real(header, key, where):
         raise L2FormatError(f"{where}: {key} = {value!r} is not finite")
     return value
 
-
+# %% ../nbs/suvi_fill/13_fits.ipynb 13
 def parse_l2_header(header, path="<header>", shape=None) -> L2Header:
     """Parse an astropy `Header` of a SUVI L2 composite into an `L2Header`.
 
@@ -231,7 +232,7 @@ def parse_l2_header(header, path="<header>", shape=None) -> L2Header:
         sat_thr=optional("SAT_THR", float("nan"), _real),
         version=named.version, defaulted=tuple(defaulted))
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 11
+# %% ../nbs/suvi_fill/13_fits.ipynb 16
 def read_l2(path) -> tuple:
     "Read a SUVI L2 composite: `(radiance float32 (rows, cols), L2Header)`; `L2FormatError` if unusable."
     path = Path(path)
@@ -252,7 +253,7 @@ def read_l2(path) -> tuple:
         raise L2FormatError(f"{path.name}: unreadable FITS ({' '.join(str(exc).split()) or type(exc).__name__})") from None
     return data, parse_l2_header(header, path, data.shape)
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 13
+# %% ../nbs/suvi_fill/13_fits.ipynb 18
 #: Header cards in the order and with the comments of the real L2 files.
 HEADER_CARDS = (
     ("EMPTY", "file is empty (not a valid data product)"),
@@ -305,13 +306,13 @@ HEADER_CARDS = (
     ("DETECTOR", ""),
 )
 #: The saturation radiance the real 195 Å header states (SAT_THR), used when none is given.
-DEFAULT_SAT_THR = 12000.0
+DEFAULT_SAT_THR = SATURATION
 
-
+# %% ../nbs/suvi_fill/13_fits.ipynb 19
 def _iso(value) -> str:
     return as_datetime(value).replace(tzinfo=None).isoformat(timespec="milliseconds")
 
-
+# %% ../nbs/suvi_fill/13_fits.ipynb 20
 def l2_header_values(band: int, satellite: int, when, shape, *, crpix1=None, crpix2=None, cdelt=2.5,
                      crota=0.0, exptime=1.0, dsun_obs=None, empty=False, degraded=False, eclipse=False,
                      **extra) -> dict:
@@ -347,7 +348,7 @@ def l2_header_values(band: int, satellite: int, when, shape, *, crpix1=None, crp
     values.update({key.upper(): value for key, value in extra.items()})
     return values
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 14
+# %% ../nbs/suvi_fill/13_fits.ipynb 21
 _COMMENTS = dict(HEADER_CARDS)
 _ORDER = {key: i for i, (key, _) in enumerate(HEADER_CARDS)}
 
@@ -367,7 +368,7 @@ def _structural_cards(rows: int, cols: int, dtype_str: str) -> str:
     text = header.tostring()
     return "".join(text[i:i + 80] for i in range(0, len(text), 80) if not text[i:i + 80].startswith("END     "))
 
-
+# %% ../nbs/suvi_fill/13_fits.ipynb 22
 def card_image(key: str, value, comment: str = "") -> str:
     """The 80-column card (or cards) of `key = value / comment`, byte-identical to `astropy.io.fits.Card(...).image`.
 
@@ -382,7 +383,7 @@ def card_image(key: str, value, comment: str = "") -> str:
         raise ValueError(f"header key {key}: {value} cannot be written to FITS")
     return _card_image(key, type(value), value, comment)
 
-
+# %% ../nbs/suvi_fill/13_fits.ipynb 23
 @functools.lru_cache(maxsize=16_384)
 def _card_image(key: str, kind: type, value, comment: str) -> str:
     "`card_image`, memoised: most cards of an archive's files repeat (`kind` keeps True apart from 1)."
@@ -395,7 +396,7 @@ def _card_image(key: str, kind: type, value, comment: str) -> str:
         text += f" / {comment}"
     return f"{text[:80]:<80}"
 
-
+# %% ../nbs/suvi_fill/13_fits.ipynb 24
 def encode_l2(radiance, header_values: dict, dtype=np.float32) -> bytes:
     """The bytes of a one-HDU SUVI L2 FITS file holding `radiance` (rows, cols) with `header_values`.
 
@@ -417,7 +418,7 @@ def encode_l2(radiance, header_values: dict, dtype=np.float32) -> bytes:
     payload = data.tobytes()
     return text.encode("ascii") + payload + b"\0" * (-len(payload) % 2880)
 
-
+# %% ../nbs/suvi_fill/13_fits.ipynb 25
 def write_l2(path, radiance, header_values: dict, durable: bool = True, dtype=np.float32) -> Path:
     """Write one SUVI L2 composite to `path` atomically (temporary name, rename).
 
@@ -429,7 +430,7 @@ def write_l2(path, radiance, header_values: dict, durable: bool = True, dtype=np
     atomic_write(path, payload, durable=durable)
     return path
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 17
+# %% ../nbs/suvi_fill/13_fits.ipynb 28
 #: Fill value of the unreadable frames the archive holds (file present, data meaningless).
 SENTINEL_VALUE = -999.0
 
@@ -439,7 +440,7 @@ def sentinel_fraction(data, value: float = SENTINEL_VALUE) -> float:
     data = np.asarray(data)
     return float(np.count_nonzero(data == np.float32(value))) / max(data.size, 1)
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 20
+# %% ../nbs/suvi_fill/13_fits.ipynb 31
 def world_from_pixel(header, row, col) -> tuple:
     "Helioprojective offsets (Tx, Ty) in arcsec of 0-based array pixel(s) `(row, col)`."
     dx = np.asarray(col, dtype=np.float64) + 1.0 - header.crpix1

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from suvi_fill import dataset, metrics, paths
+from suvi_fill import coding, dataset, paths
+from suvi_fill.errors import MissingData
 
 # %% auto 0
 __all__ = ['QUALITY_COLOURS', 'mapped', 'frame_display', 'plot_frame', 'plot_presence', 'plot_histogram', 'inspector']
@@ -19,25 +20,25 @@ def mapped(radiance, vmin: float, vmax: float, gamma: float) -> np.ndarray:
     "The bench's display formula with explicit parameters: `((r - vmin) / vmax).clip(0, 1) ** gamma`."
     return np.clip((np.asarray(radiance, np.float64) - vmin) / vmax, 0.0, 1.0) ** gamma
 
-
+# %% ../nbs/suvi_fill/24_inspector.ipynb 4
 def frame_display(shard, i: int, bands=171, mapping=None) -> np.ndarray:
     """Display image of slot index `i`: one wavelength -> (H, W), three wavelengths -> RGB (H, W, 3), in [0, 1].
 
-    `mapping` overrides `metrics.DISPLAY_MAPPING` per wavelength: `{wavelength: (vmin, vmax, gamma)}`.
+    `mapping` overrides `coding.DISPLAY_MAPPING` per wavelength: `{wavelength: (vmin, vmax, gamma)}`.
     Bands not present show black.
     """
-    mapping = {**metrics.DISPLAY_MAPPING, **(mapping or {})}
+    mapping = {**coding.DISPLAY_MAPPING, **(mapping or {})}
     chosen = (bands,) if np.isscalar(bands) else tuple(bands)
     if len(chosen) not in (1, 3):
         raise ValueError(f"bands: one wavelength or three for RGB, not {chosen}")
     planes = []
     for wavelength in chosen:
         b = paths.BAND_INDEX[int(wavelength)]
-        planes.append(mapped(dataset.decode(shard.band(i, b)), *mapping[int(wavelength)])
+        planes.append(mapped(coding.decode(shard.band(i, b)), *mapping[int(wavelength)])
                       if shard.present[i, b] else np.zeros((shard.resolution,) * 2))
     return planes[0] if len(planes) == 1 else np.stack(planes, axis=-1)
 
-
+# %% ../nbs/suvi_fill/24_inspector.ipynb 5
 #: Colours of the presence strip per quality code (clean, missing, empty, nonfinite,
 #: sentinel, saturated, unreadable, duplicate).
 QUALITY_COLOURS = ("#2e7d32", "#eeeeee", "#9e9e9e", "#6a1b9a", "#d32f2f", "#ff8f00", "#000000", "#90caf9")
@@ -55,7 +56,7 @@ def plot_frame(ax, shard, i: int, bands=171, mapping=None):
     ax.set_xticks([]); ax.set_yticks([])
     return artist
 
-
+# %% ../nbs/suvi_fill/24_inspector.ipynb 6
 def plot_presence(ax, shard, i: int | None = None):
     "The day's presence strip: bands x slots coloured by quality code; a line at slot index `i`."
     from matplotlib.colors import ListedColormap
@@ -71,19 +72,19 @@ def plot_presence(ax, shard, i: int | None = None):
         ax.axvline(i, color="#1565c0", linewidth=1.5)
     return artist
 
-
+# %% ../nbs/suvi_fill/24_inspector.ipynb 7
 def plot_histogram(ax, shard, i: int, wavelength: int = 171, mapping=None, bins: int = 120):
     """Histogram of the frame's radiance (log axis) with the display mapping drawn over it.
 
     Returns `(counts, edges)`; vertical lines mark `vmin` and `vmin + vmax` (where display hits 0 and 1).
     """
-    vmin, vmax, gamma = {**metrics.DISPLAY_MAPPING, **(mapping or {})}[int(wavelength)]
+    vmin, vmax, gamma = {**coding.DISPLAY_MAPPING, **(mapping or {})}[int(wavelength)]
     ax.clear()
     for extra in list(ax.figure.axes):
         if extra is not ax and getattr(extra, "_inspector_twin_of", None) is ax:
             extra.remove()
     b = paths.BAND_INDEX[int(wavelength)]
-    radiance = dataset.decode(shard.band(i, b)).ravel()
+    radiance = coding.decode(shard.band(i, b)).ravel()
     low = max(1e-4, min(vmin / 10, float(np.percentile(radiance, 1)) if radiance.size else 1e-3))
     high = max(10 * (vmin + vmax), float(radiance.max()) if radiance.size else 1.0)
     edges = np.geomspace(low, high, bins + 1)
@@ -103,7 +104,7 @@ def plot_histogram(ax, shard, i: int, wavelength: int = 171, mapping=None, bins:
     ax.legend(loc="upper left", fontsize="small")
     return counts, edges
 
-# %% ../nbs/suvi_fill/24_inspector.ipynb 7
+# %% ../nbs/suvi_fill/24_inspector.ipynb 11
 def inspector(directory, satellite: int | None = None, day: str | None = None):
     """An ipywidgets frame inspector over the corpus in `directory` (returns the widget box).
 
@@ -115,7 +116,7 @@ def inspector(directory, satellite: int | None = None, day: str | None = None):
     from suvi_fill import segments
     shards = segments.corpus_shards(directory)
     if not shards:
-        raise ValueError(f"{directory}: no shards (build the corpus with suvi-fill build)")
+        raise MissingData(f"{directory}: no shards (build the corpus with suvi-fill build)")
     satellites = sorted({s for _, s in shards})
     days = sorted({d for d, _ in shards})
     band_options = [(f"{w} Å", (w,)) for w in paths.WAVELENGTHS] + [
@@ -136,7 +137,7 @@ def inspector(directory, satellite: int | None = None, day: str | None = None):
     def reset(*_):
         w = w_band.value[0]
         state["mapping"] = {}
-        vmin, vmax, gamma = metrics.DISPLAY_MAPPING[w]
+        vmin, vmax, gamma = coding.DISPLAY_MAPPING[w]
         state["quiet"] = True                     # one redraw, not one per slider
         try:
             w_vmin.value, w_vmax.value, w_gamma.value = max(vmin, 1e-4), vmax, gamma

@@ -58,12 +58,12 @@ def as_datetime(value) -> _dt.datetime:
         return _EPOCH + _dt.timedelta(seconds=float(value))
     raise TypeError(f"cannot read a time from {type(value).__name__} {value!r}")
 
-
+# %% ../nbs/suvi_fill/10_paths.ipynb 7
 def unix_seconds(value) -> float:
     "Seconds since 1970-01-01T00:00Z of `value` (anything `as_datetime` takes)."
     return (as_datetime(value) - _EPOCH).total_seconds()
 
-# %% ../nbs/suvi_fill/10_paths.ipynb 8
+# %% ../nbs/suvi_fill/10_paths.ipynb 9
 def slot_of(value) -> int | np.ndarray:
     """The global slot holding time `value`: `floor(unix seconds / SLOT_SECONDS)`.
 
@@ -81,7 +81,7 @@ def time_of(slot) -> _dt.datetime:
     "The start of `slot` as an aware UTC datetime."
     return _EPOCH + _dt.timedelta(seconds=int(slot) * SLOT_SECONDS)
 
-
+# %% ../nbs/suvi_fill/10_paths.ipynb 10
 def datetime64_of(slot) -> np.ndarray:
     "Slot start(s) as numpy `datetime64[s]` (vectorised over an array of slots)."
     return (np.asarray(slot, dtype=np.int64) * SLOT_SECONDS).astype("datetime64[s]")
@@ -98,7 +98,7 @@ def as_day(value) -> _dt.date:
         return value
     return as_datetime(value).date()
 
-
+# %% ../nbs/suvi_fill/10_paths.ipynb 11
 def day_of_slot(slot) -> str:
     "The UTC day holding `slot`, as 'YYYY-MM-DD' (the form shard names and manifests use)."
     return time_of((int(slot) // SLOTS_PER_DAY) * SLOTS_PER_DAY).date().isoformat()
@@ -121,12 +121,12 @@ def days_from(start, count: int) -> list[str]:
     first = as_day(start)
     return [(first + _dt.timedelta(days=i)).isoformat() for i in range(int(count))]
 
-
+# %% ../nbs/suvi_fill/10_paths.ipynb 12
 def slot_in_day(slot) -> int:
     "Position of `slot` within its UTC day, 0 .. SLOTS_PER_DAY - 1."
     return int(slot) % SLOTS_PER_DAY
 
-# %% ../nbs/suvi_fill/10_paths.ipynb 11
+# %% ../nbs/suvi_fill/10_paths.ipynb 15
 STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 
 
@@ -142,7 +142,7 @@ def parse_stamp(text: str) -> _dt.datetime:
     except ValueError:
         raise ValueError(f"not a SUVI time stamp: {text!r} (expected YYYYMMDDTHHMMSSZ)") from None
 
-# %% ../nbs/suvi_fill/10_paths.ipynb 14
+# %% ../nbs/suvi_fill/10_paths.ipynb 18
 #: Solar radius in metres used by SUVI's DIAM_SUN (696 000 km, not the IAU 2015 nominal 695 700).
 SOLAR_RADIUS_M = 6.96e8
 #: One astronomical unit in metres.
@@ -157,7 +157,7 @@ def julian_date(value) -> float:
     "Julian date (UTC, ignoring the ~1 min TT offset, negligible here) of `value`."
     return _JD_UNIX + unix_seconds(value) / 86_400.0
 
-
+# %% ../nbs/suvi_fill/10_paths.ipynb 19
 def _sun_angles(value):
     "Apparent ecliptic longitude of the Sun (rad), mean anomaly (rad), and the Julian date."
     jd = julian_date(value)
@@ -178,7 +178,7 @@ def solar_b0(value) -> float:
 #: Obliquity of the ecliptic, degrees (J2000; drifts 0.013 deg per century).
 OBLIQUITY_DEG = 23.439
 
-
+# %% ../nbs/suvi_fill/10_paths.ipynb 20
 def solar_declination(value) -> float:
     "Declination of the Sun in degrees at `value`: what sets the GEO eclipse seasons."
     longitude, _, _ = _sun_angles(value)

@@ -12,7 +12,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from suvi_fill import dataset, paths
+from suvi_fill import coding, dataset, paths
 from suvi_fill.corpus import (MANIFEST, MANIFEST_FORMAT, SPLITS, Calibration, Corpus, close_shards, days_touched,
                               targets_in)
 from suvi_fill.errors import InvalidData, MissingData
@@ -31,7 +31,7 @@ SPAN_MIN = 16
 #: Share of segment slots per split, assigned by whole time block.
 SPLIT_RATIOS = {"train": 0.8, "val": 0.1, "test": 0.1}
 
-
+# %% ../nbs/suvi_fill/22_segments.ipynb 4
 def clean_runs(slots, clean) -> list:
     "Maximal runs of consecutive `slots` where `clean` is true, as half-open (start, end) slot pairs."
     slots = np.asarray(slots, dtype=np.int64)
@@ -52,7 +52,7 @@ def clean_runs(slots, clean) -> list:
         runs.append((start, previous + 1))
     return runs
 
-# %% ../nbs/suvi_fill/22_segments.ipynb 5
+# %% ../nbs/suvi_fill/22_segments.ipynb 6
 def find_segments(shards, span_min: int = SPAN_MIN) -> list:
     """Pristine segments `(satellite, start, end)` (half-open global slots) of `shards`
     (a dict `(day, satellite) -> Shard`, or an iterable of shards), at least
@@ -69,7 +69,7 @@ def find_segments(shards, span_min: int = SPAN_MIN) -> list:
                 out.append((int(satellite), int(start), int(end)))
     return sorted(out, key=lambda s: (s[1], s[0], s[2]))
 
-
+# %% ../nbs/suvi_fill/22_segments.ipynb 7
 def time_blocks(segments) -> list:
     "Group segments into disjoint time blocks: `[(start, end, [segment, ...]), ...]` in time order."
     blocks = []
@@ -82,7 +82,7 @@ def time_blocks(segments) -> list:
             blocks.append([start, end, [tuple(segment)]])
     return [(s, e, members) for s, e, members in blocks]
 
-
+# %% ../nbs/suvi_fill/22_segments.ipynb 8
 def time_windows(segments, stretch: int, min_length: int = 1) -> list:
     """`segments` cut into consecutive windows of `stretch` slots from the first segment's start
     (a shorter last window joins the one before): `[(start, end, [piece, ...]), ...]` in time
@@ -102,7 +102,7 @@ def time_windows(segments, stretch: int, min_length: int = 1) -> list:
             out.append((start, end, pieces))
     return out
 
-
+# %% ../nbs/suvi_fill/22_segments.ipynb 9
 def assign_splits(segments, ratios=SPLIT_RATIOS, stretch: int = 0, min_length: int = 1) -> dict:
     """Segments by split `{name: [(satellite, start, end), ...]}`: whole time blocks per split, or
     with `stretch` whole windows of that many slots, pieces under `min_length` dropped (see above)."""
@@ -122,7 +122,7 @@ def assign_splits(segments, ratios=SPLIT_RATIOS, stretch: int = 0, min_length: i
         out[name].extend(sorted(members, key=lambda s: (s[-2], s[0])))
     return out
 
-# %% ../nbs/suvi_fill/22_segments.ipynb 8
+# %% ../nbs/suvi_fill/22_segments.ipynb 12
 #: Simultaneous frames per band used by the calibration fit (evenly spaced over the archive).
 CALIBRATION_FRAMES = 32
 #: Blocks across a frame for the block means the fit uses (block size = resolution / this, at least 2 px).
@@ -141,7 +141,7 @@ def _block_means(image, block):
     h = (image.shape[0] // block) * block
     return image[:h, :h].reshape(h // block, block, h // block, block).mean(axis=(1, 3))
 
-
+# %% ../nbs/suvi_fill/22_segments.ipynb 13
 def orthogonal_fit(x, y) -> tuple:
     "Total-least-squares line `y = gain * x + offset` (both variables noisy)."
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
@@ -152,7 +152,7 @@ def orthogonal_fit(x, y) -> tuple:
     gain = (syy - sxx + np.sqrt((syy - sxx) ** 2 + 4 * sxy ** 2)) / (2 * sxy)
     return float(gain), float(my - gain * mx)
 
-
+# %% ../nbs/suvi_fill/22_segments.ipynb 14
 def median_fit(x, y, disk) -> tuple:
     "Robust line `y = gain * x + offset`: gain from median ratios over `disk`, offset from median residuals."
     x, y, disk = np.asarray(x, np.float64), np.asarray(y, np.float64), np.asarray(disk, bool)
@@ -165,7 +165,7 @@ def median_fit(x, y, disk) -> tuple:
         offset = float(np.median(y - gain * x))
     return gain, offset
 
-
+# %% ../nbs/suvi_fill/22_segments.ipynb 15
 def calibrate(shards, satellites, frames: int = CALIBRATION_FRAMES) -> dict:
     """Per-band cross-calibration onto `satellites[0]`, from simultaneous clean frames.
 
@@ -200,7 +200,7 @@ def calibrate(shards, satellites, frames: int = CALIBRATION_FRAMES) -> dict:
                 disks.append((_block_means((r <= CALIBRATION_DISK).astype(np.float32), block) == 1.0)[keep])
 
                 def prepared(image):
-                    smooth = cv2.GaussianBlur(dataset.decode(image), (0, 0), CALIBRATION_BLUR)
+                    smooth = cv2.GaussianBlur(coding.decode(image), (0, 0), CALIBRATION_BLUR)
                     return _block_means(smooth, block)[keep]
                 ys.append(prepared(shard.band(i, b)))
                 xs.append(prepared(twin.band(i, b)))
@@ -211,7 +211,7 @@ def calibrate(shards, satellites, frames: int = CALIBRATION_FRAMES) -> dict:
             "method": "median ratio (disk) and median residual (disk and corona) of block means "
                       "over simultaneous clean frames", "bands": bands}
 
-
+# %% ../nbs/suvi_fill/22_segments.ipynb 16
 def transfer(calibration, source: int, target: int) -> tuple:
     """`(gains, offsets)`, float32 (6,): `r_target = gains * r_source + offsets`, per band, from a
     manifest's `calibration` record or a `corpus.Calibration` (see `Calibration.transfer`)."""
@@ -219,7 +219,7 @@ def transfer(calibration, source: int, target: int) -> tuple:
         calibration = Calibration.from_dict(calibration)
     return calibration.transfer(source, target)
 
-# %% ../nbs/suvi_fill/22_segments.ipynb 11
+# %% ../nbs/suvi_fill/22_segments.ipynb 19
 def open_shards(directory, names=None) -> dict:
     "Open the shards (`names`, default every `*.shard`) of `directory` as `{(day, satellite): Shard}`."
     directory = Path(directory)
@@ -238,7 +238,7 @@ def corpus_shards(directory) -> dict:
         return open_shards(directory)
     return Corpus.open(directory).open_shards()
 
-
+# %% ../nbs/suvi_fill/22_segments.ipynb 20
 def load_manifest(path) -> dict:
     "The manifest dict of `Corpus.open(path)` (a directory or its `manifest.json`), checked there."
     return Corpus.open(path).manifest
@@ -249,7 +249,7 @@ def manifest_digest(manifest: dict) -> str:
     body = {k: v for k, v in manifest.items() if k not in ("digest", "build")}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
-
+# %% ../nbs/suvi_fill/22_segments.ipynb 21
 def make_manifest(shards: dict, span_min: int = SPAN_MIN, ratios=SPLIT_RATIOS, satellites=None,
                   stretch: int = 0) -> dict:
     "The manifest of `shards` (`{(day, satellite): Shard}`), digest included."
@@ -269,7 +269,7 @@ def make_manifest(shards: dict, span_min: int = SPAN_MIN, ratios=SPLIT_RATIOS, s
         "resolution": resolution,
         "plate_scale_arcsec": dataset.plate_scale(resolution),
         "cadence_seconds": paths.SLOT_SECONDS,
-        "asinh": {"scale": dataset.ASINH_SCALE, "range": dataset.ASINH_RANGE},
+        "asinh": {"scale": coding.ASINH_SCALE, "range": coding.ASINH_RANGE},
         "span_min": span_min,
         "split_ratios": dict(ratios),
         "split_stretch": int(stretch),
@@ -284,7 +284,7 @@ def make_manifest(shards: dict, span_min: int = SPAN_MIN, ratios=SPLIT_RATIOS, s
     manifest["digest"] = manifest_digest(manifest)
     return manifest
 
-
+# %% ../nbs/suvi_fill/22_segments.ipynb 22
 def write_manifest(directory, span_min: int = SPAN_MIN, names=None, build=None, stretch: int = 0) -> dict:
     "Make the manifest of the shards of `directory` (`names`, default all) and write it atomically."
     shards = open_shards(directory, names)

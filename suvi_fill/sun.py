@@ -17,15 +17,6 @@ from pathlib import Path
 import numpy as np
 from scipy.ndimage import gaussian_filter
 
-from suvi_fill.fits import SENTINEL_VALUE, l2_header_values, l2_name, write_l2, world_from_pixel
-from suvi_fill.paths import (SATELLITES, SLOT_SECONDS, SLOTS_PER_DAY, WAVELENGTHS, as_day, day_of_slot,
-                             first_slot_of_day, solar_b0, solar_declination, solar_radius_arcsec,
-                             sun_distance_m, time_of, unix_seconds)
-from suvi_fill.coding import SATURATION
-from suvi_fill.errors import SuviFillError
-from suvi_fill.files import atomic_write_json, fsync_directory
-from suvi_fill.rotation import rotation_rate
-
 # %% auto 0
 __all__ = ['RESPONSE_LINES', 'QUIET_RADIANCE', 'QUIET_DEM', 'LIMB_BRIGHTENING', 'OFFLIMB_LEVEL', 'OFFLIMB_SCALE',
            'NETWORK_CONTRAST', 'NETWORK_CORONAL_SHARE', 'HOLE_DEPTH', 'COUNTS_PER_RADIANCE', 'READ_NOISE_FRACTION',
@@ -36,10 +27,20 @@ __all__ = ['RESPONSE_LINES', 'QUIET_RADIANCE', 'QUIET_DEM', 'LIMB_BRIGHTENING', 
            'AR_HEIGHT', 'CORE_HEIGHT', 'FLARE_HEIGHT', 'POINTING_BIAS_ARCSEC', 'POINTING_DIURNAL_ARCSEC',
            'POINTING_JITTER_ARCSEC', 'ROLL_BIAS_DEG', 'ROLL_DIURNAL_DEG', 'GAIN_SIGMA', 'OFFSET_FRACTION',
            'DEFAULT_START', 'DEFAULT_RESOLUTION', 'TRUTH_NAME', 'OUTAGES_NAME', 'band_response', 'dem_weights',
-           'relative_brightness', 'OutageRates', 'eclipse_window', 'outage_plan', 'Geometry', 'SunModel', 'Instrument',
-           'archive_path', 'synthesize', 'synth_command']
+           'relative_brightness', 'OutageRates', 'eclipse_window', 'outage_plan', 'Geometry', 'SunScene', 'SunSurface',
+           'SunModel', 'Instrument', 'archive_path', 'synthesize', 'synth_command']
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 6
+# %% ../nbs/suvi_fill/12_sun.ipynb 3
+from suvi_fill.fits import SENTINEL_VALUE, l2_header_values, l2_name, write_l2, world_from_pixel
+from suvi_fill.paths import (SATELLITES, SLOT_SECONDS, SLOTS_PER_DAY, WAVELENGTHS, as_day, day_of_slot,
+                             first_slot_of_day, solar_b0, solar_declination, solar_radius_arcsec,
+                             sun_distance_m, time_of, unix_seconds)
+from suvi_fill.coding import SATURATION
+from suvi_fill.errors import OptionError
+from suvi_fill.files import atomic_write_json, fsync_directory
+from suvi_fill.rotation import rotation_rate
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 7
 #: Band temperature responses: (log T of the peak, relative height, width in log T) per line.
 RESPONSE_LINES = {
     94: ((6.85, 1.0, 0.10), (6.05, 0.06, 0.10)),     # Fe XVIII; Fe X
@@ -76,6 +77,7 @@ FIELD_OF_VIEW_ARCSEC = NATIVE_PIXELS * NATIVE_CDELT
 #: PSF sigma in native pixels (combined with the pixel box when binned).
 PSF_NATIVE_PIXELS = 1.2
 
+# %% ../nbs/suvi_fill/12_sun.ipynb 8
 _LOGT = np.linspace(4.5, 7.6, 311)
 
 
@@ -98,7 +100,7 @@ def dem_weights(centre: float, width: float) -> np.ndarray:
     dem /= dem.sum()
     return dem @ _RESPONSE
 
-
+# %% ../nbs/suvi_fill/12_sun.ipynb 9
 _QUIET_WEIGHTS = dem_weights(*QUIET_DEM)
 _QUIET = np.array([QUIET_RADIANCE[b] for b in WAVELENGTHS])
 
@@ -116,7 +118,7 @@ def relative_brightness(centre: float, width: float) -> np.ndarray:
     """
     return _QUIET * _CORONAL_SHARE * dem_weights(centre, width) / _QUIET_WEIGHTS
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 9
+# %% ../nbs/suvi_fill/12_sun.ipynb 12
 OK, DROP_BAND, DROP_FRAME, EMPTY_FILE, ECLIPSE, SENTINEL_RUN, DUAL_FAILURE, MULTI_DAY_GAP = range(8)
 #: Outage kinds by code.  Codes with `FILE_PRESENT[code]` still write a file.
 OUTAGE_NAMES = ("ok", "band drop", "frame drop", "empty product", "eclipse", "sentinel run",
@@ -127,7 +129,7 @@ SATELLITE_LONGITUDE = {16: -75.2, 18: -137.0}
 #: GEO orbit radius and the effective shadow radius (Earth + penumbra), km.
 GEO_RADIUS_KM, SHADOW_RADIUS_KM = 42_164.0, 6_597.0
 
-
+# %% ../nbs/suvi_fill/12_sun.ipynb 13
 @dataclasses.dataclass(frozen=True)
 class OutageRates:
     "The documented outage process (see the table above); rates per day, lengths in slots."
@@ -152,16 +154,15 @@ class OutageRates:
         hours -- long enough to bench 20-hour gaps -- with the same kinds of outage."""
         factor = float(factor)
         if not math.isfinite(factor) or factor < 0:
-            raise ValueError(f"outage scale must be a finite number >= 0, not {factor}")
+            raise OptionError(f"outage scale must be a finite number >= 0, not {factor}")
         return dataclasses.replace(self, **{name: getattr(self, name) * factor for name in SCALED_RATES})
 
-
+# %% ../nbs/suvi_fill/12_sun.ipynb 14
 #: The fields of `OutageRates` that `scaled` multiplies: the rates of the random processes.
 SCALED_RATES = ("band_drops_per_day", "frame_drops_per_day", "empty_fraction", "sentinel_runs_per_day",
                 "dual_failures_per_day", "gaps_per_day")
 
-assert OutageRates().scaled(0.5).band_drops_per_day == 1.5 and OutageRates().scaled(0.5).sentinel_hours == (1.0, 6.0)
-
+# %% ../nbs/suvi_fill/12_sun.ipynb 16
 def eclipse_window(day, satellite: int):
     "(start, end) unix seconds of GOES-`satellite`'s eclipse on UTC `day`, or None outside the season."
     midnight_utc = (-SATELLITE_LONGITUDE[satellite] / 15.0) % 24.0
@@ -175,7 +176,7 @@ def eclipse_window(day, satellite: int):
     half_seconds = half / (2 * math.pi) * 86_164.1                 # one sidereal day per orbit
     return centre - half_seconds, centre + half_seconds
 
-
+# %% ../nbs/suvi_fill/12_sun.ipynb 17
 def _runs(rng, count_rate, span, length_sampler):
     "Start offsets and lengths (slots) of a Poisson process over `span` slots (runs may start before 0)."
     n = rng.poisson(count_rate)
@@ -183,7 +184,7 @@ def _runs(rng, count_rate, span, length_sampler):
     lengths = np.maximum(1, np.asarray(length_sampler(n), dtype=np.int64)) if n else np.zeros(0, np.int64)
     return np.floor(starts).astype(np.int64), lengths
 
-
+# %% ../nbs/suvi_fill/12_sun.ipynb 18
 def outage_plan(first_slot: int, n_slots: int, satellites=SATELLITES, rates: OutageRates = OutageRates(),
                 seed: int = 0):
     """Draw the archive's outages: `(status, degraded, events)`.
@@ -260,7 +261,7 @@ def outage_plan(first_slot: int, n_slots: int, satellites=SATELLITES, rates: Out
             mark(MULTI_DAY_GAP, a, n, s)
     return status, degraded, events
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 12
+# %% ../nbs/suvi_fill/12_sun.ipynb 21
 #: Texture grid of the heliographic maps, degrees per cell.
 TEXTURE_DEG = 0.5
 #: Correlation length of the network, degrees (supergranules are ~30 Mm ~ 2.5 deg).
@@ -274,7 +275,7 @@ FLARE_RATE_PER_DAY = 3.0
 #: Heights of the structures above the photosphere, solar radii (loops reach off-limb).
 AR_HEIGHT, CORE_HEIGHT, FLARE_HEIGHT = 0.04, 0.02, 0.015
 
-
+# %% ../nbs/suvi_fill/12_sun.ipynb 22
 def _smooth_field(rng, shape, cells):
     "Zero-mean, unit-std random field on a lat x lon grid, correlation ~`cells`, periodic in lon."
     noise = rng.standard_normal(shape)
@@ -285,7 +286,7 @@ def _smooth_field(rng, shape, cells):
     field -= field.mean()
     return field / field.std()
 
-
+# %% ../nbs/suvi_fill/12_sun.ipynb 23
 @dataclasses.dataclass(frozen=True)
 class Geometry:
     "Where the Sun is in an image: the L2 header's CRPIX1/2 (1-based), CDELT1/2 (arcsec/px), CROTA (deg)."
@@ -295,8 +296,60 @@ class Geometry:
     cdelt2: float
     crota: float = 0.0
 
+# %% ../nbs/suvi_fill/12_sun.ipynb 24
+def _surface_texture(rng) -> np.ndarray:
+    "The heliographic textures (4, lat, lon), float32: two network phases, the coronal pattern, the coronal holes."
+    shape = (int(180 / TEXTURE_DEG) + 1, int(360 / TEXTURE_DEG))
+    cells = NETWORK_DEG / TEXTURE_DEG
+    lat = np.linspace(-90, 90, shape[0])[:, None]
+    lon = np.linspace(-180, 180, shape[1], endpoint=False)[None, :]
+    net_a, net_b = _smooth_field(rng, shape, cells), _smooth_field(rng, shape, cells)
+    net_c = _smooth_field(rng, shape, 1.6 * cells)         # the coronal pattern: larger cells
+    # Coronal holes: polar caps whose boundary wanders with longitude, plus low-latitude holes.
+    wobble = 6.0 * _smooth_field(rng, (1, shape[1]), 40)[0][None, :]
+    cap = 62.0 + wobble
+    holes = 1 / (1 + np.exp(-(np.abs(lat) - cap) / 1.5))
+    for _ in range(int(rng.integers(1, 4))):
+        hl, hn, size = rng.uniform(-35, 35), rng.uniform(-180, 180), rng.uniform(6, 14)
+        dlon = (lon - hn + 180) % 360 - 180
+        d2 = ((lat - hl) ** 2 + (dlon * np.cos(np.radians(hl))) ** 2) / size ** 2
+        holes = np.maximum(holes, 1 / (1 + np.exp(np.minimum((d2 - 1) * 6, 50.0))))
+    return np.stack([net_a, net_b, net_c, holes]).astype(np.float32)   # (4, lat, lon)
 
-class SunModel:
+# %% ../nbs/suvi_fill/12_sun.ipynb 25
+def _active_regions(rng, days: float) -> list:
+    "Active regions (dicts) emerging over [-4 d, `days` + 1 d], so the archive starts with a populated Sun."
+    first, last = -4.0, days + 1.0
+    n = rng.poisson(AR_RATE_PER_DAY * (last - first))
+    hemisphere = rng.choice((-1.0, 1.0), n)
+    return [dict(
+        lat=float(h * np.clip(rng.normal(17, 7), 4, 38)), lon0=float(rng.uniform(-180, 180)),
+        peak_day=float(rng.uniform(first, last)), life_days=float(rng.uniform(*AR_LIFE_DAYS)),
+        envelope_em=float(np.exp(rng.uniform(math.log(4), math.log(25)))),
+        core_em=float(np.exp(rng.uniform(math.log(15), math.log(120)))),
+        size=float(rng.uniform(0.035, 0.07)), tilt=float(rng.uniform(-0.6, 0.6)),
+        envelope_logt=float(rng.uniform(6.25, 6.35)), core_logt=float(rng.uniform(6.45, 6.6)),
+    ) for h in hemisphere]
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 26
+def _flares(rng, days: float, regions: list) -> list:
+    "Flares (dicts) over `days`, each in a region drawn by its strength at the flare's start."
+    n_flares = rng.poisson(FLARE_RATE_PER_DAY * days) if regions else 0
+    flares = []
+    for _ in range(n_flares):
+        start_day = float(rng.uniform(0, days))
+        weights = np.array([SunScene.region_strength(r, start_day) for r in regions]) + 1e-9
+        region = int(rng.choice(len(regions), p=weights / weights.sum()))
+        flares.append(dict(
+            region=region, start_day=start_day,
+            em=float(np.exp(rng.uniform(math.log(20), math.log(2000)))),
+            rise_min=float(rng.uniform(2, 8)), decay_min=float(rng.uniform(10, 40)),
+            cool_min=float(rng.uniform(10, 30)),
+            offset=(float(rng.normal(0, 0.01)), float(rng.normal(0, 0.01)))))
+    return flares
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 28
+class SunScene:
     "The synthetic Sun of one archive: textures, active regions and flares drawn once from `seed`."
 
     def __init__(self, seed: int = 0, start="2024-03-18", days: float = 2.0):
@@ -304,48 +357,10 @@ class SunModel:
         self.t0 = unix_seconds(as_day(start))
         self.days = float(days)
         rng = np.random.default_rng([self.seed, 0x50, 1])
-        shape = (int(180 / TEXTURE_DEG) + 1, int(360 / TEXTURE_DEG))
-        cells = NETWORK_DEG / TEXTURE_DEG
-        lat = np.linspace(-90, 90, shape[0])[:, None]
-        lon = np.linspace(-180, 180, shape[1], endpoint=False)[None, :]
-        net_a, net_b = _smooth_field(rng, shape, cells), _smooth_field(rng, shape, cells)
-        net_c = _smooth_field(rng, shape, 1.6 * cells)         # the coronal pattern: larger cells
-        # Coronal holes: polar caps whose boundary wanders with longitude, plus low-latitude holes.
-        wobble = 6.0 * _smooth_field(rng, (1, shape[1]), 40)[0][None, :]
-        cap = 62.0 + wobble
-        holes = 1 / (1 + np.exp(-(np.abs(lat) - cap) / 1.5))
-        for _ in range(int(rng.integers(1, 4))):
-            hl, hn, size = rng.uniform(-35, 35), rng.uniform(-180, 180), rng.uniform(6, 14)
-            dlon = (lon - hn + 180) % 360 - 180
-            d2 = ((lat - hl) ** 2 + (dlon * np.cos(np.radians(hl))) ** 2) / size ** 2
-            holes = np.maximum(holes, 1 / (1 + np.exp(np.minimum((d2 - 1) * 6, 50.0))))
-        self.texture = np.stack([net_a, net_b, net_c, holes]).astype(np.float32)   # (4, lat, lon)
-        # Active regions over [-4 d, days + 1 d] so the archive starts with a populated Sun.
-        first, last = -4.0, self.days + 1.0
-        n = rng.poisson(AR_RATE_PER_DAY * (last - first))
-        hemisphere = rng.choice((-1.0, 1.0), n)
-        self.regions = [dict(
-            lat=float(h * np.clip(rng.normal(17, 7), 4, 38)), lon0=float(rng.uniform(-180, 180)),
-            peak_day=float(rng.uniform(first, last)), life_days=float(rng.uniform(*AR_LIFE_DAYS)),
-            envelope_em=float(np.exp(rng.uniform(math.log(4), math.log(25)))),
-            core_em=float(np.exp(rng.uniform(math.log(15), math.log(120)))),
-            size=float(rng.uniform(0.035, 0.07)), tilt=float(rng.uniform(-0.6, 0.6)),
-            envelope_logt=float(rng.uniform(6.25, 6.35)), core_logt=float(rng.uniform(6.45, 6.6)),
-        ) for h in hemisphere]
-        n_flares = rng.poisson(FLARE_RATE_PER_DAY * self.days) if self.regions else 0
-        self.flares = []
-        for _ in range(n_flares):
-            start_day = float(rng.uniform(0, self.days))
-            weights = np.array([self.region_strength(r, start_day) for r in self.regions]) + 1e-9
-            region = int(rng.choice(len(self.regions), p=weights / weights.sum()))
-            self.flares.append(dict(
-                region=region, start_day=start_day,
-                em=float(np.exp(rng.uniform(math.log(20), math.log(2000)))),
-                rise_min=float(rng.uniform(2, 8)), decay_min=float(rng.uniform(10, 40)),
-                cool_min=float(rng.uniform(10, 30)),
-                offset=(float(rng.normal(0, 0.01)), float(rng.normal(0, 0.01)))))
+        self.texture = _surface_texture(rng)
+        self.regions = _active_regions(rng, self.days)
+        self.flares = _flares(rng, self.days, self.regions)
 
-    # -- time --------------------------------------------------------------
     def day(self, when) -> float:
         "Days since the archive start of `when` (unix seconds or any time)."
         seconds = when if isinstance(when, (int, float, np.floating)) else unix_seconds(when)
@@ -374,90 +389,40 @@ class SunModel:
             * (1 - math.exp(-t / 1.0))
         return bands
 
-    # -- rendering ----------------------------------------------------------
-    def render(self, when, geometry: Geometry, shape, components=("disk", "corona", "regions", "flares"),
-               psf: bool = True) -> np.ndarray:
-        """True radiance (6, rows, cols), W m-2 sr-1, of the Sun at `when` in an image of `geometry`.
+# %% ../nbs/suvi_fill/12_sun.ipynb 30
+class SunSurface(SunScene):
+    "The quiet-Sun layers of the synthetic Sun and the structure painter regions and flares use."
 
-        No noise, no calibration; `components` picks what to draw (for tests).
-        """
-        seconds = float(unix_seconds(when))
-        day = self.day(seconds)
-        rows, cols = int(shape[0]), int(shape[1])
-        r_arcsec = solar_radius_arcsec(seconds)
-        b0 = math.radians(solar_b0(seconds))
-        jj, ii = np.mgrid[0:rows, 0:cols].astype(np.float32)
-        tx, ty = world_from_pixel(geometry, jj, ii)
-        x, y = (tx / r_arcsec).astype(np.float32), (ty / r_arcsec).astype(np.float32)
-        rho2 = x * x + y * y
-        rho = np.sqrt(rho2)
-        # Anti-aliased limb: the fraction of each pixel inside the disk (linear across one pixel),
-        # so the disk's area, and a frame's total radiance, do not jump with sub-pixel pointing.
-        radius_px = r_arcsec / geometry.cdelt1
-        inside = np.clip((1.0 - rho) * radius_px + 0.5, 0.0, 1.0)
+    def _draw_disk(self, image, x, y, rho2, inside, b0, day) -> None:
+        "The quiet disk: limb brightening, the evolving network and the coronal holes, on the disk pixels."
         on = inside > 0
+        z = np.sqrt(np.clip(1.0 - rho2[on], 0.0, 1.0))
+        xo, yo = x[on], y[on]
+        sinlat = np.clip(yo * math.cos(b0) + z * math.sin(b0), -1, 1)
+        lat = np.degrees(np.arcsin(sinlat))
+        lon = np.degrees(np.arctan2(xo, z * math.cos(b0) - yo * math.sin(b0)))
+        carrington = lon - rotation_rate(lat) * day
+        net_a, net_b, net_c, holes = self._sample(lat, carrington)
+        phase = 2 * math.pi * day / (4 * NETWORK_DAYS)
+        chromospheric = math.cos(phase) * net_a + math.sin(phase) * net_b
+        weight = inside[on]
+        for i, band in enumerate(WAVELENGTHS):
+            c, h = NETWORK_CONTRAST[band], NETWORK_CORONAL_SHARE[band]
+            network = math.sqrt(1 - h * h) * chromospheric + h * net_c
+            image[i][on] = weight * (QUIET_RADIANCE[band] * (1 + LIMB_BRIGHTENING[band] * (1 - z))
+                                     * np.exp(c * network - 0.5 * c * c) * (1 - HOLE_DEPTH[band] * holes))
+
+    @staticmethod
+    def _draw_corona(image, y, rho, inside) -> None:
+        "The off-limb corona: per-band scale height, the streamer belt, a faint far-corona floor."
         off = inside < 1
-        image = np.zeros((len(WAVELENGTHS), rows, cols), np.float32)
-        if "disk" in components:
-            z = np.sqrt(np.clip(1.0 - rho2[on], 0.0, 1.0))
-            xo, yo = x[on], y[on]
-            sinlat = np.clip(yo * math.cos(b0) + z * math.sin(b0), -1, 1)
-            lat = np.degrees(np.arcsin(sinlat))
-            lon = np.degrees(np.arctan2(xo, z * math.cos(b0) - yo * math.sin(b0)))
-            carrington = lon - rotation_rate(lat) * day
-            net_a, net_b, net_c, holes = self._sample(lat, carrington)
-            phase = 2 * math.pi * day / (4 * NETWORK_DAYS)
-            chromospheric = math.cos(phase) * net_a + math.sin(phase) * net_b
-            weight = inside[on]
-            for i, band in enumerate(WAVELENGTHS):
-                c, h = NETWORK_CONTRAST[band], NETWORK_CORONAL_SHARE[band]
-                network = math.sqrt(1 - h * h) * chromospheric + h * net_c
-                image[i][on] = weight * (QUIET_RADIANCE[band] * (1 + LIMB_BRIGHTENING[band] * (1 - z))
-                                         * np.exp(c * network - 0.5 * c * c) * (1 - HOLE_DEPTH[band] * holes))
-        if "corona" in components:
-            height = np.maximum(rho[off] - 1.0, 0.0)
-            streamer = 0.3 + 0.7 * (1 - (y[off] / np.maximum(rho[off], 1e-6)) ** 2) ** 2
-            weight = 1.0 - inside[off]
-            for i, band in enumerate(WAVELENGTHS):
-                q = QUIET_RADIANCE[band]
-                image[i][off] += weight * q * (OFFLIMB_LEVEL[band] * streamer * np.exp(-height / OFFLIMB_SCALE[band])
-                                               + 0.01 * np.maximum(rho[off], 1.0) ** -3)
-        if "regions" in components or "flares" in components:
-            scale = r_arcsec / geometry.cdelt1          # solar radius in pixels
-            for index, region in enumerate(self.regions):
-                strength = self.region_strength(region, day)
-                if strength < 1e-3:
-                    continue
-                lat, lon = region["lat"], self.region_longitude(region, day)
-                if "regions" in components:
-                    env = strength * region["envelope_em"] * relative_brightness(region["envelope_logt"], 0.15)
-                    core = strength * region["core_em"] * relative_brightness(region["core_logt"], 0.18)
-                    plage = np.zeros(len(WAVELENGTHS))
-                    plage[WAVELENGTHS.index(304)] = 2.5 * strength * _QUIET[-1]
-                    s = region["size"]
-                    dx, dy = 0.6 * s * math.cos(region["tilt"]), 0.6 * s * math.sin(region["tilt"])
-                    for ddeg, height, sigma, amps in (((-dx, -dy), AR_HEIGHT, s, env * 0.6),
-                                                      ((dx, dy), AR_HEIGHT, s, env * 0.6),
-                                                      ((0, 0), CORE_HEIGHT, 0.35 * s, core),
-                                                      ((0, 0), 0.0, 0.8 * s, plage)):
-                        self._blob(image, geometry, scale, b0, lat + math.degrees(ddeg[1]),
-                                   lon + math.degrees(ddeg[0]), height, sigma, amps, x, y, rho2)
-                if "flares" in components:
-                    for flare in self.flares:
-                        if flare["region"] != index:
-                            continue
-                        amps = SunModel.flare_emission(flare, day)
-                        if amps.any():
-                            self._blob(image, geometry, scale, b0, lat + math.degrees(flare["offset"][1]),
-                                       lon + math.degrees(flare["offset"][0]), FLARE_HEIGHT, 0.012, amps,
-                                       x, y, rho2)
-        if psf:
-            # The PSF and the pixel box, in output pixels: native PSF shrunk by the binning.
-            binning = geometry.cdelt1 / NATIVE_CDELT
-            sigma = math.hypot(PSF_NATIVE_PIXELS / binning, 0.4)
-            for i in range(len(WAVELENGTHS)):
-                image[i] = gaussian_filter(image[i], sigma, mode="nearest", truncate=3.0)
-        return image
+        height = np.maximum(rho[off] - 1.0, 0.0)
+        streamer = 0.3 + 0.7 * (1 - (y[off] / np.maximum(rho[off], 1e-6)) ** 2) ** 2
+        weight = 1.0 - inside[off]
+        for i, band in enumerate(WAVELENGTHS):
+            q = QUIET_RADIANCE[band]
+            image[i][off] += weight * q * (OFFLIMB_LEVEL[band] * streamer * np.exp(-height / OFFLIMB_SCALE[band])
+                                           + 0.01 * np.maximum(rho[off], 1.0) ** -3)
 
     def _sample(self, lat, lon):
         "Bilinear sample of the heliographic textures at (lat, lon) degrees: one array per texture."
@@ -505,7 +470,75 @@ class SunModel:
             if amp:
                 image[i, r0:r1, c0:c1] += np.float32(amp) * footprint
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 17
+# %% ../nbs/suvi_fill/12_sun.ipynb 32
+class SunModel(SunSurface):
+    "The synthetic Sun of one archive: `render` gives the true radiance of any frame."
+
+    def render(self, when, geometry: Geometry, shape, components=("disk", "corona", "regions", "flares"),
+               psf: bool = True) -> np.ndarray:
+        """True radiance (6, rows, cols), W m-2 sr-1, of the Sun at `when` in an image of `geometry`.
+
+        No noise, no calibration; `components` picks what to draw (for tests).
+        """
+        seconds = float(unix_seconds(when))
+        day = self.day(seconds)
+        rows, cols = int(shape[0]), int(shape[1])
+        r_arcsec = solar_radius_arcsec(seconds)
+        b0 = math.radians(solar_b0(seconds))
+        jj, ii = np.mgrid[0:rows, 0:cols].astype(np.float32)
+        tx, ty = world_from_pixel(geometry, jj, ii)
+        x, y = (tx / r_arcsec).astype(np.float32), (ty / r_arcsec).astype(np.float32)
+        rho2 = x * x + y * y
+        rho = np.sqrt(rho2)
+        # Anti-aliased limb: the fraction of each pixel inside the disk (linear across one pixel),
+        # so the disk's area, and a frame's total radiance, do not jump with sub-pixel pointing.
+        radius_px = r_arcsec / geometry.cdelt1
+        inside = np.clip((1.0 - rho) * radius_px + 0.5, 0.0, 1.0)
+        image = np.zeros((len(WAVELENGTHS), rows, cols), np.float32)
+        if "disk" in components:
+            self._draw_disk(image, x, y, rho2, inside, b0, day)
+        if "corona" in components:
+            self._draw_corona(image, y, rho, inside)
+        if "regions" in components or "flares" in components:
+            for index, region in enumerate(self.regions):
+                self._draw_region(image, index, region, components, geometry, radius_px, b0, day, x, y, rho2)
+        if psf:
+            # The PSF and the pixel box, in output pixels: native PSF shrunk by the binning.
+            binning = geometry.cdelt1 / NATIVE_CDELT
+            sigma = math.hypot(PSF_NATIVE_PIXELS / binning, 0.4)
+            for i in range(len(WAVELENGTHS)):
+                image[i] = gaussian_filter(image[i], sigma, mode="nearest", truncate=3.0)
+        return image
+
+    def _draw_region(self, image, index, region, components, geometry, scale, b0, day, x, y, rho2) -> None:
+        "Active region `index` (envelope, core, 304 plage) and its flares, at its strength on `day`."
+        strength = self.region_strength(region, day)
+        if strength < 1e-3:
+            return
+        lat, lon = region["lat"], self.region_longitude(region, day)
+        if "regions" in components:
+            env = strength * region["envelope_em"] * relative_brightness(region["envelope_logt"], 0.15)
+            core = strength * region["core_em"] * relative_brightness(region["core_logt"], 0.18)
+            plage = np.zeros(len(WAVELENGTHS))
+            plage[WAVELENGTHS.index(304)] = 2.5 * strength * _QUIET[-1]
+            s = region["size"]
+            dx, dy = 0.6 * s * math.cos(region["tilt"]), 0.6 * s * math.sin(region["tilt"])
+            for ddeg, height, sigma, amps in (((-dx, -dy), AR_HEIGHT, s, env * 0.6),
+                                              ((dx, dy), AR_HEIGHT, s, env * 0.6),
+                                              ((0, 0), CORE_HEIGHT, 0.35 * s, core),
+                                              ((0, 0), 0.0, 0.8 * s, plage)):
+                self._blob(image, geometry, scale, b0, lat + math.degrees(ddeg[1]),
+                           lon + math.degrees(ddeg[0]), height, sigma, amps, x, y, rho2)
+        if "flares" in components:
+            for flare in self.flares:
+                if flare["region"] != index:
+                    continue
+                amps = SunModel.flare_emission(flare, day)
+                if amps.any():
+                    self._blob(image, geometry, scale, b0, lat + math.degrees(flare["offset"][1]),
+                               lon + math.degrees(flare["offset"][0]), FLARE_HEIGHT, 0.012, amps, x, y, rho2)
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 37
 #: Pointing model: bias, diurnal amplitude and jitter of the disk centre (arcsec), and of the roll (deg).
 POINTING_BIAS_ARCSEC, POINTING_DIURNAL_ARCSEC, POINTING_JITTER_ARCSEC = 8.0, 4.0, 0.5
 ROLL_BIAS_DEG, ROLL_DIURNAL_DEG = 0.15, 0.03
@@ -513,7 +546,7 @@ ROLL_BIAS_DEG, ROLL_DIURNAL_DEG = 0.15, 0.03
 GAIN_SIGMA = {16: 0.03, 18: 0.06}
 OFFSET_FRACTION = 0.003
 
-
+# %% ../nbs/suvi_fill/12_sun.ipynb 38
 class Instrument:
     "Calibration and pointing of the SUVIs on `satellites`, drawn from `seed`."
 
@@ -568,7 +601,7 @@ class Instrument:
                 "offset": dict(zip(bands, (self.offset[b] - self.gain[b] / self.gain[a] * self.offset[a]).tolist()))}
         return out
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 20
+# %% ../nbs/suvi_fill/12_sun.ipynb 41
 #: Default first day: inside the March eclipse season, so a short archive shows eclipses.
 DEFAULT_START = "2024-03-18"
 #: Default resolution: small enough that CI writes two days of both satellites in seconds.
@@ -582,93 +615,105 @@ def archive_path(root, band: int, satellite: int, slot: int) -> Path:
     return (Path(root) / f"goes{satellite}" / "l2" / "data" / f"suvi-l2-ci{band:03d}" / day[:4] / day[5:7]
             / day[8:10] / l2_name(band, satellite, slot))
 
+# %% ../nbs/suvi_fill/12_sun.ipynb 42
+def _synth_span(out, resolution, satellites, days, hours) -> tuple:
+    "`(satellites, span_days, n_slots)` of a synth request; `OptionError` naming the flag that cannot be used."
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise OptionError(f"--out {out}: already exists and is not an empty directory; choose a new --out")
+    if int(resolution) < 16 or int(resolution) > 4096:
+        raise OptionError(f"--resolution {resolution}: must be between 16 and 4096 pixels")
+    satellites = tuple(int(s) for s in satellites)
+    unknown = [s for s in satellites if s not in SATELLITES]
+    if unknown or not satellites:
+        raise OptionError(f"--satellites: {unknown or 'none'} not among {SATELLITES}")
+    span_days = hours / 24.0 if hours is not None else float(days)
+    n_slots = int(round(span_days * SLOTS_PER_DAY))
+    if n_slots < 1:
+        raise OptionError(f"--days/--hours give no 4-minute slot ({span_days} days)")
+    return satellites, span_days, n_slots
 
+# %% ../nbs/suvi_fill/12_sun.ipynb 43
+def _band_data(code, observed, i, resolution) -> np.ndarray:
+    "The image a band file of outage `code` holds: the sentinel fill, zeros (EMPTY), or the observation."
+    if code == SENTINEL_RUN:
+        return np.full((resolution, resolution), SENTINEL_VALUE, np.float32)
+    if code == EMPTY_FILE:
+        return np.zeros((resolution, resolution), np.float32)
+    return observed[i]
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 44
+def _write_frame(staging, sun, instrument, slot, sat, codes, degraded, resolution, made_dirs) -> None:
+    "Write the band files one satellite's frame of `slot` has (`codes`: one outage code per band)."
+    geometry = instrument.geometry(slot, sat, resolution)
+    observed = None
+    if any(c == OK for c in codes):
+        observed = instrument.observe(sun.render((slot + 0.5) * SLOT_SECONDS, geometry, (resolution, resolution)),
+                                      slot, sat, geometry)
+    # DATE-OBS: the reference exposure, ~30 s into the composite window.
+    when = time_of(slot).timestamp() + 33.34
+    for i, band in enumerate(WAVELENGTHS):
+        code = codes[i]
+        if not FILE_PRESENT[code]:
+            continue
+        data = _band_data(code, observed, i, resolution)
+        values = l2_header_values(
+            band, sat, when, data.shape, crpix1=geometry.crpix1, crpix2=geometry.crpix2,
+            cdelt=geometry.cdelt1, crota=geometry.crota, empty=code == EMPTY_FILE,
+            degraded=bool(degraded), dsun_obs=sun_distance_m(when), SAT_THR=SATURATION, ECLIPSE=0)
+        path = archive_path(staging, band, sat, slot)
+        if path.parent not in made_dirs:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made_dirs.add(path.parent)
+        write_l2(path, data, values, durable=False)
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 45
+def _write_truth(staging, summary, status, degraded, first, satellites) -> None:
+    "`synth_truth.json` and `synth_outages.npz` into the staging directory."
+    atomic_write_json(staging / TRUTH_NAME, summary)
+    with open(staging / OUTAGES_NAME, "wb") as handle:
+        np.savez_compressed(handle, status=status, degraded=degraded, first_slot=np.int64(first),
+                            satellites=np.array(satellites), bands=np.array(WAVELENGTHS),
+                            names=np.array(OUTAGE_NAMES))
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 47
 def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, seed: int = 0,
                start=DEFAULT_START, satellites=SATELLITES, hours: float | None = None,
                rates: OutageRates = OutageRates(), progress: bool = True) -> dict:
     """Write a synthetic SUVI L2 archive to the new directory `out`; return the summary it records.
 
     `hours`, when given, replaces `days` as the span (short high-resolution archives).
+    Raises `OptionError` for an argument that cannot be used (before writing anything).
     """
     from tqdm.auto import tqdm
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise SuviFillError(f"{out}: already exists and is not an empty directory; choose a new --out")
-    if int(resolution) < 16 or int(resolution) > 4096:
-        raise SuviFillError(f"--resolution {resolution}: must be between 16 and 4096 pixels")
-    satellites = tuple(int(s) for s in satellites)
-    unknown = [s for s in satellites if s not in SATELLITES]
-    if unknown or not satellites:
-        raise SuviFillError(f"--satellites: {unknown or 'none'} not among {SATELLITES}")
-    span_days = hours / 24.0 if hours is not None else float(days)
-    n_slots = int(round(span_days * SLOTS_PER_DAY))
-    if n_slots < 1:
-        raise SuviFillError(f"--days/--hours give no 4-minute slot ({span_days} days)")
+    out, resolution = Path(out), int(resolution)
+    satellites, span_days, n_slots = _synth_span(out, resolution, satellites, days, hours)
     first = first_slot_of_day(start)
-    resolution = int(resolution)
-    sun = SunModel(seed, start, span_days)
-    instrument = Instrument(seed, satellites)
+    sun, instrument = SunModel(seed, start, span_days), Instrument(seed, satellites)
     status, degraded, events = outage_plan(first, n_slots, satellites, rates, seed)
     counts = {name: 0 for name in OUTAGE_NAMES}
     staging = out.parent / f".{out.name}.partial.{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    made_dirs = set()
-    started = time.perf_counter()
+    made_dirs, started = set(), time.perf_counter()
     try:
         for k in tqdm(range(n_slots), desc=f"synth {resolution}px", unit="slot", disable=not progress,
                       mininterval=0.5):
-            slot = first + k
-            mid = (slot + 0.5) * SLOT_SECONDS
             for s, sat in enumerate(satellites):
-                codes = status[k, s]
-                for code in codes:
+                for code in status[k, s]:
                     counts[OUTAGE_NAMES[code]] += 1
-                present = [FILE_PRESENT[c] for c in codes]
-                if not any(present):
-                    continue
-                geometry = instrument.geometry(slot, sat, resolution)
-                if any(c == OK for c in codes):
-                    observed = instrument.observe(sun.render(mid, geometry, (resolution, resolution)),
-                                                  slot, sat, geometry)
-                # DATE-OBS: the reference exposure, ~30 s into the composite window.
-                when = time_of(slot).timestamp() + 33.34
-                for i, band in enumerate(WAVELENGTHS):
-                    code = codes[i]
-                    if not FILE_PRESENT[code]:
-                        continue
-                    if code == SENTINEL_RUN:
-                        data = np.full((resolution, resolution), SENTINEL_VALUE, np.float32)
-                    elif code == EMPTY_FILE:
-                        data = np.zeros((resolution, resolution), np.float32)
-                    else:
-                        data = observed[i]
-                    values = l2_header_values(
-                        band, sat, when, data.shape, crpix1=geometry.crpix1, crpix2=geometry.crpix2,
-                        cdelt=geometry.cdelt1, crota=geometry.crota, empty=code == EMPTY_FILE,
-                        degraded=bool(degraded[k, s]), dsun_obs=sun_distance_m(when),
-                        SAT_THR=SATURATION, ECLIPSE=0)
-                    path = archive_path(staging, band, sat, slot)
-                    if path.parent not in made_dirs:
-                        path.parent.mkdir(parents=True, exist_ok=True)
-                        made_dirs.add(path.parent)
-                    write_l2(path, data, values, durable=False)
-        files = sum(1 for _ in staging.rglob("*.fits"))
+                if any(FILE_PRESENT[c] for c in status[k, s]):
+                    _write_frame(staging, sun, instrument, first + k, sat, status[k, s], degraded[k, s],
+                                 resolution, made_dirs)
         summary = {
             "seed": int(seed), "start": as_day(start).isoformat(), "first_slot": int(first), "slots": n_slots,
             "days": span_days, "resolution": resolution, "cdelt_arcsec": FIELD_OF_VIEW_ARCSEC / resolution,
-            "satellites": list(satellites), "bands": list(WAVELENGTHS), "files": files,
-            "band_frames": {k: v for k, v in counts.items()},
+            "satellites": list(satellites), "bands": list(WAVELENGTHS),
+            "files": sum(1 for _ in staging.rglob("*.fits")), "band_frames": {k: v for k, v in counts.items()},
             "calibration": instrument.truth(), "rates": dataclasses.asdict(rates),
             "sentinel_value": SENTINEL_VALUE, "saturation": SATURATION,
             "active_regions": sun.regions, "flares": sun.flares, "outages": events,
-            "seconds": round(time.perf_counter() - started, 2),
-        }
-        atomic_write_json(staging / TRUTH_NAME, summary)
-        with open(staging / OUTAGES_NAME, "wb") as handle:
-            np.savez_compressed(handle, status=status, degraded=degraded, first_slot=np.int64(first),
-                                satellites=np.array(satellites), bands=np.array(WAVELENGTHS),
-                                names=np.array(OUTAGE_NAMES))
+            "seconds": round(time.perf_counter() - started, 2)}
+        _write_truth(staging, summary, status, degraded, first, satellites)
         if out.exists():
             out.rmdir()
         os.replace(staging, out)
@@ -678,7 +723,7 @@ def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, see
         raise
     return summary
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 25
+# %% ../nbs/suvi_fill/12_sun.ipynb 52
 def synth_command(parser: argparse.ArgumentParser):
     "`suvi-fill synth`: write a synthetic SUVI L2 archive (see `synthesize`)."
     parser.add_argument("--out", required=True, help="new directory for the archive")
@@ -699,15 +744,15 @@ def synth_command(parser: argparse.ArgumentParser):
         try:
             rates = OutageRates().scaled(args.outage_scale)
         except ValueError as exc:
-            raise SuviFillError(f"--outage-scale {args.outage_scale}: {exc}") from None
+            raise OptionError(f"--outage-scale {args.outage_scale}: {exc}") from None
         try:
             satellites = tuple(int(s) for s in args.satellites.split(",") if s.strip())
         except ValueError:
-            raise SuviFillError(f"--satellites {args.satellites!r}: expected e.g. 16,18") from None
+            raise OptionError(f"--satellites {args.satellites!r}: expected e.g. 16,18") from None
         try:
             as_day(args.start)
         except ValueError as exc:
-            raise SuviFillError(f"--start {args.start!r}: {exc}") from None
+            raise OptionError(f"--start {args.start!r}: {exc}") from None
         summary = synthesize(args.out, days=args.days, resolution=args.resolution, seed=args.seed,
                              start=args.start, satellites=satellites, hours=args.hours,
                              rates=rates, progress=not args.quiet)
