@@ -28,7 +28,7 @@ SPLITS = ("train", "val", "test")
 #: What to do about a bad or missing corpus, appended to every refusal.
 REBUILD = "build the corpus with suvi-fill build"
 
-
+# %% ../nbs/suvi_fill/25_corpus.ipynb 5
 def days_touched(segments) -> list:
     "The UTC days ('YYYY-MM-DD', sorted) holding any slot of `segments` ((satellite, start, end) or (start, end))."
     days = set()
@@ -43,7 +43,7 @@ def targets_in(segments, span: int) -> int:
     "How many (satellite, slot) targets `segments` hold with a margin of `span` slots on both sides."
     return sum(max(0, (end - start) - 2 * span) for _, start, end in (tuple(s)[-3:] for s in segments))
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 7
+# %% ../nbs/suvi_fill/25_corpus.ipynb 8
 @dataclass(frozen=True)
 class Calibration:
     """Per-band cross-calibration onto `reference`: `fits[wavelength][satellite] = (gain, offset, frames)`.
@@ -88,11 +88,11 @@ class Calibration:
             gains[b], offsets[b] = gs / gt, (os_ - ot) / gt
         return gains, offsets
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 10
+# %% ../nbs/suvi_fill/25_corpus.ipynb 11
 _FIELDS = {"digest": str, "satellites": list, "segments": dict, "shards": dict, "days": list,
            "resolution": int, "span_min": int}
 
-
+# %% ../nbs/suvi_fill/25_corpus.ipynb 12
 def _read_json(path: Path) -> dict:
     "The manifest at `path` as a dict; `MissingData`/`InvalidData` naming the file."
     try:
@@ -108,7 +108,7 @@ def _read_json(path: Path) -> dict:
                           f"{REBUILD}")
     return record
 
-
+# %% ../nbs/suvi_fill/25_corpus.ipynb 13
 def _check_fields(path: Path, record: dict) -> None:
     "Every field the readers use is there with its type; `InvalidData` naming the first that is not."
     if "segments" not in record:
@@ -123,7 +123,7 @@ def _check_fields(path: Path, record: dict) -> None:
                 isinstance(s, list) and len(s) == 3 and all(isinstance(v, int) for v in s) for s in chosen):
             raise InvalidData(f"{path}: segments[{name!r}] is not a list of [satellite, start, end] slots; {REBUILD}")
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 13
+# %% ../nbs/suvi_fill/25_corpus.ipynb 16
 class Corpus:
     """A built corpus: its checked manifest, the shard directory, the calibration and the splits.
 
@@ -161,7 +161,7 @@ class Corpus:
         return (f"Corpus({self.directory}, manifest {self.digest[:12]}, {len(self.days)} days, "
                 f"satellites {self.satellites}, {self.resolution} px)")
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 17
+# %% ../nbs/suvi_fill/25_corpus.ipynb 20
 def _split(self, name: str) -> list:
     "The segments `[(satellite, start, end), ...]` of split `name`; `InvalidData` when the manifest has none."
     chosen = self.manifest["segments"].get(name)
@@ -180,7 +180,7 @@ def _split_days(self, name: str) -> list:
     "The UTC days the segments of split `name` touch."
     return days_touched(self.split(name))
 
-
+# %% ../nbs/suvi_fill/25_corpus.ipynb 21
 def _resident_days(self, name: str) -> list:
     "The days of split `name` whose shard of the first satellite is on disk (the trainer's rule)."
     return [d for d in self.split_days(name) if self.shard_path(d, self.satellites[0]).exists()]
@@ -203,7 +203,7 @@ def _shards(self, split: str | None = None, satellites=None) -> dict:
 Corpus.split, Corpus.splits, Corpus.split_days = _split, property(_splits), _split_days
 Corpus.resident_days, Corpus.shard_path, Corpus.shards = _resident_days, _shard_path, _shards
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 20
+# %% ../nbs/suvi_fill/25_corpus.ipynb 24
 def _calibration(self) -> Calibration:
     "The manifest's cross-calibration, typed; `InvalidData` naming the file when absent or malformed."
     if "calibration" not in self.manifest:
@@ -218,14 +218,14 @@ def _targets(self, split: str, span: int | None = None) -> int:
 
 Corpus.calibration, Corpus.targets = property(_calibration), _targets
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 23
+# %% ../nbs/suvi_fill/25_corpus.ipynb 27
 def _stale(self, shards: dict) -> list:
     "Names of the open `shards` whose header digest differs from the manifest's."
     return [dataset.shard_name(d, s) for (d, s), shard in shards.items()
             if dataset.shard_name(d, s) in self.listed
             and shard.digest != self.listed[dataset.shard_name(d, s)]["digest"]]
 
-
+# %% ../nbs/suvi_fill/25_corpus.ipynb 28
 def _open_shards(self, split: str | None = None, satellites=None, missing_ok: bool = False) -> dict:
     """`{(day, satellite): Shard}` of the listed shards of `split` (default all); a missing one is
     `MissingData` unless `missing_ok` (then skipped: a pool slice holds a few days).  `InvalidData`
@@ -245,7 +245,7 @@ def _open_shards(self, split: str | None = None, satellites=None, missing_ok: bo
         raise
     return shards
 
-
+# %% ../nbs/suvi_fill/25_corpus.ipynb 29
 def close_shards(shards: dict) -> None:
     "Close every shard of an `open_shards` dict."
     for shard in shards.values():
@@ -261,7 +261,7 @@ def _check(self) -> int:
 
 Corpus._stale, Corpus.open_shards, Corpus.check = _stale, _open_shards, _check
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 26
+# %% ../nbs/suvi_fill/25_corpus.ipynb 32
 def _verify(self) -> list:
     """The full check: every listed shard present, its content hash equal to its header's and the
     manifest's digest.  Returns the problems, one line each (empty when the corpus is intact)."""
@@ -278,10 +278,10 @@ def _verify(self) -> list:
             problems.append(f"{path}: digest {header[:12]} differs from the manifest's {str(entry.get('digest'))[:12]}")
     return problems
 
-
+# %% ../nbs/suvi_fill/25_corpus.ipynb 33
 Corpus.verify = _verify
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 29
+# %% ../nbs/suvi_fill/25_corpus.ipynb 36
 def _band_lines(self, satellite: int, shards: dict) -> list:
     "The clean-share line and the not-present reasons of `satellite`."
     mine = [s for (d, sat), s in shards.items() if sat == satellite]
@@ -293,7 +293,7 @@ def _band_lines(self, satellite: int, shards: dict) -> list:
     return [f"  g{satellite} ({len(mine)} shards)        {shares}   {int(present.all(axis=1).sum())}/{len(present)}",
             "    not present: " + (", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) or "none")]
 
-
+# %% ../nbs/suvi_fill/25_corpus.ipynb 37
 def _split_lines(self) -> list:
     "One line per split: segments, slots, targets at span_min, days."
     lines = []
@@ -312,7 +312,7 @@ def _calibration_lines(self) -> list:
             + " ".join(f"{w}:{cal.fits[w][satellite][0]:.4f}" for w in paths.WAVELENGTHS)
             for satellite in self.satellites if satellite != cal.reference]
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 31
+# %% ../nbs/suvi_fill/25_corpus.ipynb 39
 def _describe(self) -> list:
     "The lines `suvi-fill inspect` prints."
     lines = [f"corpus {self.directory}: manifest {self.digest[:12]}, {self.resolution} px, "
@@ -328,11 +328,11 @@ def _describe(self) -> list:
         close_shards(shards)
     return lines + self._split_lines() + self._calibration_lines()
 
-
+# %% ../nbs/suvi_fill/25_corpus.ipynb 40
 Corpus._band_lines, Corpus._split_lines, Corpus._calibration_lines = _band_lines, _split_lines, _calibration_lines
 Corpus.describe = _describe
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 34
+# %% ../nbs/suvi_fill/25_corpus.ipynb 43
 def inspect_command(parser):
     "`suvi-fill inspect --shards DIR [--verify]`."
     parser.add_argument("--shards", required=True, type=Path, help="corpus directory (suvi-fill build --out)")
