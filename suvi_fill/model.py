@@ -13,53 +13,21 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from suvi_fill import checkpoint
-from suvi_fill.paths import SLOT_SECONDS, WAVELENGTHS
+from suvi_fill.conditioning import (ABS_DT, AVAILABLE, BANDS, COND_LAYOUT, DT_SCALE_SECONDS, KIND_TARGET,
+                                    SAME_SATELLITE, frame_conditioning)
+from suvi_fill.errors import OptionError
+from suvi_fill.paths import SLOT_SECONDS
 
 # %% auto 0
-__all__ = ['BANDS', 'FRAME_KINDS', 'COND_LAYOUT', 'AVAILABLE', 'SAME_SATELLITE', 'KIND_TARGET', 'ABS_DT', 'DT_SCALE_SECONDS',
-           'PRIOR_TAU_SECONDS', 'CROSS_SATELLITE_PRIOR', 'SIDE_MIN_SLOTS', 'CROSS_SATELLITE_SLOTS', 'FLOW_RADIUS',
-           'MATCH_CHANNELS', 'ATTENTION_HEADS', 'frame_conditioning', 'holds', 'prior_logits', 'masked_blend',
-           'band_prior_logits', 'prior_blend', 'ConvBlock', 'set_pool', 'masked_median', 'warp', 'FrameAttention',
-           'cost_volume', 'FillNet', 'build', 'load_learned']
+__all__ = ['DT', 'PRIOR_TAU_SECONDS', 'CROSS_SATELLITE_PRIOR', 'SIDE_MIN_SLOTS', 'CROSS_SATELLITE_SLOTS', 'FLOW_RADIUS',
+           'MATCH_CHANNELS', 'ATTENTION_HEADS', 'holds', 'prior_logits', 'masked_blend', 'band_prior_logits',
+           'prior_blend', 'ConvBlock', 'set_pool', 'masked_median', 'warp', 'FrameAttention', 'cost_volume',
+           'input_channels', 'encoder_layers', 'decoder_layers', 'flow_layers', 'frame_inputs', 'encode_frames',
+           'decode', 'flow_warp', 'blend_output', 'check_shapes', 'FillNet', 'build', 'load_learned']
 
 # %% ../nbs/suvi_fill/32_model.ipynb 4
-#: Bands per frame: 94, 131, 171, 195, 284, 304 Å, in `paths.WAVELENGTHS` order.
-BANDS = len(WAVELENGTHS)
-#: The kinds of frame a stack holds, in the order of the one-hot channels.
-FRAME_KINDS = ("target", "anchor", "missing")
-#: The per-frame conditioning channels (see the table above).
-COND_LAYOUT = ("kind_target", "kind_anchor", "kind_missing", "available",
-               "same_satellite", "dt", "abs_dt", "log_abs_dt")
-#: Index of the availability flag: the trainer does `valid = condition[..., AVAILABLE]`.
-AVAILABLE = COND_LAYOUT.index("available")
-SAME_SATELLITE = COND_LAYOUT.index("same_satellite")
-KIND_TARGET = COND_LAYOUT.index("kind_target")
-ABS_DT = COND_LAYOUT.index("abs_dt")
-#: Time normaliser: the longest rung of `samples.LADDER` (256 slots = 17 h 4 min).
-DT_SCALE_SECONDS = 256 * SLOT_SECONDS
-
-
-def frame_conditioning(kind: str, same_satellite: bool, dt_seconds: float) -> torch.Tensor:
-    """The conditioning row (`len(COND_LAYOUT)`,) float32 of one frame.
-
-    `kind` is one of `FRAME_KINDS`; `dt_seconds` is target time minus frame time.  A
-    "missing" frame is not available (`row[AVAILABLE] == 0`) whatever the other
-    arguments say, so padding rows are ignored by alignment and model alike.
-    """
-    if kind not in FRAME_KINDS:
-        raise ValueError(f"frame kind must be one of {FRAME_KINDS}, not {kind!r}")
-    dt = float(dt_seconds)
-    if not math.isfinite(dt):
-        raise ValueError(f"frame dt must be finite seconds, not {dt_seconds!r}")
-    row = torch.zeros(len(COND_LAYOUT), dtype=torch.float32)
-    row[FRAME_KINDS.index(kind)] = 1.0
-    row[AVAILABLE] = 0.0 if kind == "missing" else 1.0
-    row[SAME_SATELLITE] = 1.0 if same_satellite else 0.0
-    row[COND_LAYOUT.index("dt")] = dt / DT_SCALE_SECONDS
-    row[ABS_DT] = abs(dt) / DT_SCALE_SECONDS
-    row[COND_LAYOUT.index("log_abs_dt")] = (math.log1p(abs(dt) / SLOT_SECONDS)
-                                            / math.log1p(DT_SCALE_SECONDS / SLOT_SECONDS))
-    return row
+#: Index of the signed time channel (+ for frames before the target), which the side weights read.
+DT = COND_LAYOUT.index("dt")
 
 # %% ../nbs/suvi_fill/32_model.ipynb 7
 #: e-folding time of the prior weight on |dt|: one slot = 4 min (measured: see above).
@@ -79,7 +47,7 @@ def prior_logits(condition: torch.Tensor) -> torch.Tensor:
     return (-condition[..., ABS_DT] * (DT_SCALE_SECONDS / PRIOR_TAU_SECONDS)
             + (1.0 - condition[..., SAME_SATELLITE]) * math.log(CROSS_SATELLITE_PRIOR))
 
-
+# %% ../nbs/suvi_fill/32_model.ipynb 9
 def masked_blend(candidates: torch.Tensor, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Softmax-weighted sum over frames (dim 1), per band and pixel, in fp32.
 
@@ -97,7 +65,7 @@ def masked_blend(candidates: torch.Tensor, logits: torch.Tensor, mask: torch.Ten
     blended = (weight * values).sum(dim=1)
     return torch.where(total > 0, blended / total.clamp_min(1e-30), torch.zeros_like(blended))
 
-
+# %% ../nbs/suvi_fill/32_model.ipynb 11
 #: Shortest distance (slots) the side weights use: a simultaneous frame (the other
 #: satellite's, dt = 0) shares the weight with the nearest frame after the target
 #: instead of taking all of it.
@@ -107,7 +75,21 @@ SIDE_MIN_SLOTS = 1.0
 #: away 42.5 dB, on the demo corpus's test split).
 CROSS_SATELLITE_SLOTS = 40.0
 
+# %% ../nbs/suvi_fill/32_model.ipynb 13
+def _side_distance(condition: torch.Tensor, shape) -> torch.Tensor:
+    "(B, T, BANDS) distance in slots the side shares use (`SIDE_MIN_SLOTS`, `CROSS_SATELLITE_SLOTS`)."
+    distance = (condition[..., ABS_DT] * (DT_SCALE_SECONDS / SLOT_SECONDS)).clamp_min(SIDE_MIN_SLOTS)
+    distance = distance + (1.0 - condition[..., SAME_SATELLITE]) * CROSS_SATELLITE_SLOTS
+    return distance[..., None].expand(shape)
 
+
+def _share_before(near_before: torch.Tensor, near_after: torch.Tensor) -> torch.Tensor:
+    "The share of the side before the target: linear interpolation between the nearest frames, all when alone."
+    return torch.where(torch.isinf(near_before), torch.zeros_like(near_before),
+                       torch.where(torch.isinf(near_after), torch.ones_like(near_before),
+                                   near_after / (near_before + near_after).clamp_min(1e-30)))
+
+# %% ../nbs/suvi_fill/32_model.ipynb 15
 def band_prior_logits(condition: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """(B, T, BANDS) fp32 log prior weights of the frames `mask` (B, T, BANDS) marks.
 
@@ -118,10 +100,8 @@ def band_prior_logits(condition: torch.Tensor, mask: torch.Tensor) -> torch.Tens
     all to one side when the other holds nothing.  -inf off the mask."""
     condition = condition.float()
     logits = prior_logits(condition)[..., None].expand(mask.shape)
-    distance = (condition[..., ABS_DT] * (DT_SCALE_SECONDS / SLOT_SECONDS)).clamp_min(SIDE_MIN_SLOTS)
-    distance = distance + (1.0 - condition[..., SAME_SATELLITE]) * CROSS_SATELLITE_SLOTS
-    distance = distance[..., None].expand(mask.shape)
-    before = (condition[..., COND_LAYOUT.index("dt")] >= 0)[..., None].expand(mask.shape)
+    distance = _side_distance(condition, mask.shape)
+    before = (condition[..., DT] >= 0)[..., None].expand(mask.shape)
     inf = torch.tensor(float("inf"), device=condition.device)
     parts = []
     for side in (mask & before, mask & ~before):
@@ -130,13 +110,11 @@ def band_prior_logits(condition: torch.Tensor, mask: torch.Tensor) -> torch.Tens
         norm = torch.where(torch.isfinite(norm), norm, torch.zeros_like(norm))
         parts.append((side, within - norm, torch.where(side, distance, inf).amin(dim=1, keepdim=True)))
     (at_before, within_before, near_before), (at_after, within_after, near_after) = parts
-    share_before = torch.where(torch.isinf(near_before), torch.zeros_like(near_before),
-                               torch.where(torch.isinf(near_after), torch.ones_like(near_before),
-                                           near_after / (near_before + near_after).clamp_min(1e-30)))
+    share_before = _share_before(near_before, near_after)
     out = torch.where(at_before, within_before + torch.log(share_before), float("-inf"))
     return torch.where(at_after, within_after + torch.log1p(-share_before), out)
 
-
+# %% ../nbs/suvi_fill/32_model.ipynb 17
 def prior_blend(aligned: torch.Tensor, condition: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
     "The untrained model's answer: (B, BANDS, H, W) prior-weighted blend of `aligned`."
     mask = holds(condition, present)
@@ -145,8 +123,9 @@ def prior_blend(aligned: torch.Tensor, condition: torch.Tensor, present: torch.T
     logits = band_prior_logits(condition, mask)[..., None, None].expand(aligned.shape).contiguous()
     return masked_blend(aligned, logits, mask)
 
-# %% ../nbs/suvi_fill/32_model.ipynb 10
+# %% ../nbs/suvi_fill/32_model.ipynb 20
 def _groups(channels: int) -> int:
+    "GroupNorm groups: 8 where the channels divide, else their largest common divisor."
     return math.gcd(8, channels)
 
 
@@ -161,7 +140,7 @@ class ConvBlock(nn.Module):
     def forward(self, x):
         return self.body(x)
 
-
+# %% ../nbs/suvi_fill/32_model.ipynb 22
 def set_pool(features: torch.Tensor, valid: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Pool (B, T, C, H, W) over frames into (B, 3C, H, W): masked mean, masked max and
     the mean over target frames.  `valid`, `target` (B, T) bool."""
@@ -176,7 +155,7 @@ def set_pool(features: torch.Tensor, valid: torch.Tensor, target: torch.Tensor) 
     target_mean = torch.where(t, features, zero).sum(1) / t_count
     return torch.cat([mean, peak, target_mean], dim=1)
 
-
+# %% ../nbs/suvi_fill/32_model.ipynb 24
 def masked_median(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Per-band (lower) median over frames of (B, T, BANDS, H, W) where `mask` (B, T, BANDS)
     holds; 0 where no frame does.  Exact and independent of masked entries."""
@@ -188,7 +167,7 @@ def masked_median(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     median = ordered.gather(1, index)[:, 0]
     return torch.where((count > 0)[..., None, None], median, torch.zeros_like(median))
 
-
+# %% ../nbs/suvi_fill/32_model.ipynb 26
 def warp(images: torch.Tensor, flow: torch.Tensor) -> torch.Tensor:
     """Bilinear backward warp of (N, C, H, W) by `flow` (N, 2, H, W) in pixels (x = columns,
     y = rows), border-clamped, fp32.
@@ -207,7 +186,7 @@ def warp(images: torch.Tensor, flow: torch.Tensor) -> torch.Tensor:
     sample = lambda g: F.grid_sample(images, g, mode="bilinear", padding_mode="border", align_corners=True)
     return images + (sample(moved) - sample(grid))
 
-# %% ../nbs/suvi_fill/32_model.ipynb 13
+# %% ../nbs/suvi_fill/32_model.ipynb 29
 #: Cost-volume radius in cells of the coarsest level (7x7 displacements).
 FLOW_RADIUS = 3
 #: Channels of the matching projection the cost volume correlates.
@@ -215,7 +194,7 @@ MATCH_CHANNELS = 16
 #: Heads of the cross-frame attention.
 ATTENTION_HEADS = 4
 
-
+# %% ../nbs/suvi_fill/32_model.ipynb 31
 class FrameAttention(nn.Module):
     """Attention across the frames of a stack at every cell of a token grid.
 
@@ -238,7 +217,7 @@ class FrameAttention(nn.Module):
         mixed = self.out(mixed.transpose(1, 2).reshape(b * h * w, t, c))
         return features + mixed.reshape(b, h, w, t, c).permute(0, 3, 4, 1, 2)
 
-
+# %% ../nbs/suvi_fill/32_model.ipynb 33
 def cost_volume(features: torch.Tensor, reference: torch.Tensor, radius: int = FLOW_RADIUS) -> torch.Tensor:
     """Correlation of (N, C, H, W) `features` with `reference` shifted by every
     displacement within `radius`: (N, (2r+1)^2, H, W), cosine-normalised over channels.
@@ -250,18 +229,138 @@ def cost_volume(features: torch.Tensor, reference: torch.Tensor, radius: int = F
              for dy in range(2 * radius + 1) for dx in range(2 * radius + 1)]
     return torch.stack(costs, dim=1)
 
-
+# %% ../nbs/suvi_fill/32_model.ipynb 35
 def _zero(layer: nn.Conv2d) -> nn.Conv2d:
+    "`layer` with zero weights and bias: the head it ends adds exactly 0 before training."
     nn.init.zeros_(layer.weight)
     nn.init.zeros_(layer.bias)
     return layer
 
 
 def _resize(x: torch.Tensor, size) -> torch.Tensor:
+    "Bilinear resize of (N, C, H, W) to `size`; `x` itself when it already has it."
     return x if tuple(x.shape[-2:]) == tuple(size) else \
         F.interpolate(x, size=tuple(size), mode="bilinear", align_corners=False)
 
+# %% ../nbs/suvi_fill/32_model.ipynb 38
+def input_channels(relative: bool) -> int:
+    "Channels of a frame's input: candidates, presence, conditioning, coverage (+ deviation and median)."
+    return 2 * BANDS + len(COND_LAYOUT) + 1 + (2 * BANDS if relative else 0)
 
+
+def encoder_layers(inputs: int, widths: list) -> dict:
+    "`stem` (stride 2) and, per deeper level, `down` (stride 2) and `encode` (a `ConvBlock`)."
+    first = widths[0]
+    stem = nn.Sequential(nn.Conv2d(inputs, first, 3, stride=2, padding=1), nn.GroupNorm(_groups(first), first),
+                         nn.SiLU(), nn.Conv2d(first, first, 3, padding=1), nn.GroupNorm(_groups(first), first),
+                         nn.SiLU())
+    down = nn.ModuleList(nn.Conv2d(widths[l - 1], widths[l], 3, stride=2, padding=1) for l in range(1, len(widths)))
+    encode = nn.ModuleList(ConvBlock(widths[l], widths[l]) for l in range(1, len(widths)))
+    return dict(stem=stem, down=down, encode=encode)
+
+# %% ../nbs/suvi_fill/32_model.ipynb 40
+def decoder_layers(widths: list) -> dict:
+    "`bottom` and `fuse` (the set-pooled decoder), `weight_head` and `residual_head` (last layers zero)."
+    first, last = widths[0], widths[-1]
+    return dict(
+        bottom=ConvBlock(3 * last, last),
+        fuse=nn.ModuleList(ConvBlock(widths[l + 1] + 3 * widths[l], widths[l]) for l in reversed(range(len(widths) - 1))),
+        weight_head=nn.Sequential(nn.Conv2d(2 * first, first, 1), nn.SiLU(), _zero(nn.Conv2d(first, BANDS, 1))),
+        residual_head=nn.Sequential(nn.Conv2d(first + 4 * BANDS, first, 3, padding=1), nn.SiLU(),
+                                    _zero(nn.Conv2d(first, BANDS, 3, padding=1))))
+
+# %% ../nbs/suvi_fill/32_model.ipynb 42
+def flow_layers(widths: list) -> dict:
+    "`match` (the cost volume's projection) and `flow_head` (last layer zero) at the coarsest level."
+    cells, last = (2 * FLOW_RADIUS + 1) ** 2, widths[-1]
+    return dict(match=nn.Conv2d(last, MATCH_CHANNELS, 1),
+                flow_head=nn.Sequential(nn.Conv2d(cells + last, last, 3, padding=1), nn.SiLU(),
+                                        _zero(nn.Conv2d(last, 2, 3, padding=1))))
+
+# %% ../nbs/suvi_fill/32_model.ipynb 45
+def frame_inputs(aligned: torch.Tensor, condition: torch.Tensor, mask: torch.Tensor, coverage, relative: bool) -> tuple:
+    """`(x, candidates)`: every frame's input planes (B*T, C, H, W) and the candidates (B, T, BANDS, H, W),
+    zero where `mask` (`holds`) is False; `coverage` (B, T, H, W) or None (all ones)."""
+    b, t, _, h, w = aligned.shape
+    m = mask[..., None, None]
+    zero = torch.zeros((), device=aligned.device)
+    candidates = torch.where(m, aligned.float(), zero)
+    if coverage is None:
+        coverage = torch.ones((), device=aligned.device).expand(b, t, h, w)
+    inputs = [candidates, m.float().expand(-1, -1, -1, h, w),
+              condition.float()[..., None, None].expand(-1, -1, -1, h, w), coverage.float()[:, :, None]]
+    if relative:
+        median = masked_median(aligned, mask)[:, None]
+        inputs[0] = torch.where(m, aligned.float() - median, zero)
+        inputs.append(median.expand(-1, t, -1, -1, -1))
+        inputs.append(candidates)
+    return torch.cat(inputs, dim=2).reshape(b * t, -1, h, w), candidates
+
+# %% ../nbs/suvi_fill/32_model.ipynb 47
+def encode_frames(net: nn.Module, x: torch.Tensor, b: int, t: int, valid: torch.Tensor) -> tuple:
+    """`(levels, frames)`: the encoder's features per level, (B*T, C, h, w) and as (B, T, C, h, w),
+    the coarsest mixed across frames when the net has attention."""
+    levels = [net.stem(x)]
+    for down, block in zip(net.down, net.encode):
+        levels.append(block(down(levels[-1])))
+    frames = [f.reshape(b, t, *f.shape[1:]) for f in levels]
+    if net.mixer is not None:
+        frames[-1] = net.mixer(frames[-1], valid)
+    return levels, frames
+
+# %% ../nbs/suvi_fill/32_model.ipynb 49
+def decode(net: nn.Module, frames: list, valid: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    "The fused features `d` (B, base, H/2, W/2): set-pooled from the coarsest level up, with skips."
+    d = net.bottom(set_pool(frames[-1], valid, target))
+    for level, block in zip(reversed(range(len(frames) - 1)), net.fuse):
+        skip = set_pool(frames[level], valid, target)
+        d = block(torch.cat([_resize(d, skip.shape[-2:]).to(skip.dtype), skip], dim=1))
+    return d
+
+# %% ../nbs/suvi_fill/32_model.ipynb 50
+def flow_warp(net: nn.Module, coarsest: torch.Tensor, candidates: torch.Tensor, valid: torch.Tensor,
+              target: torch.Tensor) -> torch.Tensor:
+    """`candidates` (B, T, BANDS, H, W) warped by the flow the net reads off a cost volume between
+    each frame's coarsest features (B, T, C, h, w) and the target frame's."""
+    b, t, _, h, w = candidates.shape
+    coarse = coarsest.reshape(b * t, *coarsest.shape[2:])
+    matched = net.match(coarse)
+    matched = matched.reshape(b, t, *matched.shape[1:])
+    reference = set_pool(matched, valid, target)[:, 2 * MATCH_CHANNELS:]   # the target frame's
+    reference = reference[:, None].expand_as(matched).reshape(b * t, *matched.shape[2:])
+    costs = cost_volume(matched.reshape(b * t, *matched.shape[2:]), reference)
+    flow = net.flow_head(torch.cat([costs.to(coarse.dtype), coarse], 1))
+    return warp(candidates.reshape(b * t, BANDS, h, w), _resize(flow.float(), (h, w))).reshape(b, t, BANDS, h, w)
+
+# %% ../nbs/suvi_fill/32_model.ipynb 51
+def blend_output(net: nn.Module, first_level: torch.Tensor, d: torch.Tensor, candidates: torch.Tensor,
+                 aligned: torch.Tensor, condition: torch.Tensor, mask: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """(B, BANDS, H, W): the masked softmax blend of `candidates` under the prior logits plus the
+    weight head's correction, plus the residual head's output (both exactly 0 untrained)."""
+    b, t, _, h, w = candidates.shape
+    zero = torch.zeros((), device=aligned.device)
+    broadcast = d[:, None].expand(b, t, *d.shape[1:]).reshape(b * t, *d.shape[1:])
+    delta = net.weight_head(torch.cat([first_level, broadcast.to(first_level.dtype)], 1))
+    delta = _resize(delta.float(), (h, w)).reshape(b, t, BANDS, h, w)
+    blended = masked_blend(candidates, band_prior_logits(condition, mask)[..., None, None] + delta, mask)
+    held = mask.any(1).float()[..., None, None].expand(-1, -1, h, w)    # bands some frame holds
+    own = (mask & target[..., None])[..., None, None]                   # the target frame's bands
+    own_bands = torch.where(own, aligned.float(), zero).sum(1)
+    context = [_resize(d, (h, w)), blended, held, own_bands, own.any(1).float().expand(-1, -1, h, w)]
+    residual = net.residual_head(torch.cat([c.to(d.dtype) for c in context], 1))
+    return blended + residual.float()
+
+# %% ../nbs/suvi_fill/32_model.ipynb 52
+def check_shapes(aligned: torch.Tensor, condition: torch.Tensor, present: torch.Tensor) -> None:
+    "`OptionError` (a ValueError) naming the three shapes when they do not make one batch of stacks."
+    b, t, bands, h, w = aligned.shape
+    if bands != BANDS or condition.shape[:2] != (b, t) or condition.shape[-1] != len(COND_LAYOUT) \
+            or present.shape != (b, t, BANDS):
+        raise OptionError(f"FillNet: aligned {tuple(aligned.shape)}, condition {tuple(condition.shape)}, "
+                          f"present {tuple(present.shape)} do not match (B, T, {BANDS}, H, W), "
+                          f"(B, T, {len(COND_LAYOUT)}), (B, T, {BANDS})")
+
+# %% ../nbs/suvi_fill/32_model.ipynb 54
 class FillNet(nn.Module):
     """`forward(aligned, condition, present, coverage=None)` -> (B, BANDS, H, W) asinh-coded bands.
 
@@ -275,95 +374,32 @@ class FillNet(nn.Module):
                  corr_flow: bool = False, attention: bool = False):
         super().__init__()
         if depth < 1 or base < 1:
-            raise ValueError(f"build: depth and base must be >= 1 (got depth={depth}, base={base})")
+            raise OptionError(f"build: depth and base must be >= 1 (got depth={depth}, base={base})")
         self.config = dict(base=base, depth=depth, relative=relative, corr_flow=corr_flow,
                            attention=attention)
         self.relative, self.corr_flow, self.attention = relative, corr_flow, attention
         #: The span ladder the net was trained with (set from its checkpoint by `load_learned`; () untrained).
         self.offsets = ()
         widths = [base * 2**level for level in range(depth)]
-        inputs = 2 * BANDS + len(COND_LAYOUT) + 1 + (2 * BANDS if relative else 0)
-        self.stem = nn.Sequential(nn.Conv2d(inputs, widths[0], 3, stride=2, padding=1),
-                                  nn.GroupNorm(_groups(widths[0]), widths[0]), nn.SiLU(),
-                                  nn.Conv2d(widths[0], widths[0], 3, padding=1),
-                                  nn.GroupNorm(_groups(widths[0]), widths[0]), nn.SiLU())
-        self.down = nn.ModuleList(nn.Conv2d(widths[l - 1], widths[l], 3, stride=2, padding=1)
-                                  for l in range(1, depth))
-        self.encode = nn.ModuleList(ConvBlock(widths[l], widths[l]) for l in range(1, depth))
-        self.mixer = FrameAttention(widths[-1]) if attention else None
-        self.bottom = ConvBlock(3 * widths[-1], widths[-1])
-        self.fuse = nn.ModuleList(ConvBlock(widths[l + 1] + 3 * widths[l], widths[l])
-                                  for l in reversed(range(depth - 1)))
-        self.weight_head = nn.Sequential(nn.Conv2d(2 * widths[0], widths[0], 1), nn.SiLU(),
-                                         _zero(nn.Conv2d(widths[0], BANDS, 1)))
-        self.residual_head = nn.Sequential(nn.Conv2d(widths[0] + 4 * BANDS, widths[0], 3, padding=1),
-                                           nn.SiLU(), _zero(nn.Conv2d(widths[0], BANDS, 3, padding=1)))
-        if corr_flow:
-            cells = (2 * FLOW_RADIUS + 1) ** 2
-            self.match = nn.Conv2d(widths[-1], MATCH_CHANNELS, 1)
-            self.flow_head = nn.Sequential(nn.Conv2d(cells + widths[-1], widths[-1], 3, padding=1), nn.SiLU(),
-                                           _zero(nn.Conv2d(widths[-1], 2, 3, padding=1)))
+        layers = encoder_layers(input_channels(relative), widths)
+        layers["mixer"] = FrameAttention(widths[-1]) if attention else None
+        layers |= decoder_layers(widths) | (flow_layers(widths) if corr_flow else {})
+        for name, layer in layers.items():
+            setattr(self, name, layer)
 
     def forward(self, aligned: torch.Tensor, condition: torch.Tensor, present: torch.Tensor,
                 coverage: torch.Tensor | None = None) -> torch.Tensor:
-        b, t, bands, h, w = aligned.shape
-        if bands != BANDS or condition.shape[:2] != (b, t) or condition.shape[-1] != len(COND_LAYOUT) \
-                or present.shape != (b, t, BANDS):
-            raise ValueError(f"FillNet: aligned {tuple(aligned.shape)}, condition {tuple(condition.shape)}, "
-                             f"present {tuple(present.shape)} do not match (B, T, {BANDS}, H, W), "
-                             f"(B, T, {len(COND_LAYOUT)}), (B, T, {BANDS})")
+        check_shapes(aligned, condition, present)
+        b, t = aligned.shape[:2]
         mask = holds(condition, present)                               # (B, T, BANDS)
         valid = mask.any(-1)                                           # frames that hold anything
         target = condition[..., KIND_TARGET] > 0.5
-        m = mask[..., None, None]
-        zero = torch.zeros((), device=aligned.device)
-        candidates = torch.where(m, aligned.float(), zero)
-        if coverage is None:
-            coverage = torch.ones((), device=aligned.device).expand(b, t, h, w)
-        inputs = [candidates, m.float().expand(-1, -1, -1, h, w),
-                  condition.float()[..., None, None].expand(-1, -1, -1, h, w),
-                  coverage.float()[:, :, None]]
-        if self.relative:
-            median = masked_median(aligned, mask)[:, None]
-            inputs[0] = torch.where(m, aligned.float() - median, zero)
-            inputs.append(median.expand(-1, t, -1, -1, -1))
-            inputs.append(candidates)
-        x = torch.cat(inputs, dim=2).reshape(b * t, -1, h, w)
-
-        levels = [self.stem(x)]
-        for down, block in zip(self.down, self.encode):
-            levels.append(block(down(levels[-1])))
-        frames = [f.reshape(b, t, *f.shape[1:]) for f in levels]
-        if self.mixer is not None:
-            frames[-1] = self.mixer(frames[-1], valid)
-
-        d = self.bottom(set_pool(frames[-1], valid, target))
-        for level, block in zip(reversed(range(len(frames) - 1)), self.fuse):
-            skip = set_pool(frames[level], valid, target)
-            d = block(torch.cat([_resize(d, skip.shape[-2:]).to(skip.dtype), skip], dim=1))
-
+        x, candidates = frame_inputs(aligned, condition, mask, coverage, self.relative)
+        levels, frames = encode_frames(self, x, b, t, valid)
+        d = decode(self, frames, valid, target)
         if self.corr_flow:
-            coarse = frames[-1].reshape(b * t, *frames[-1].shape[2:])
-            matched = self.match(coarse)
-            matched = matched.reshape(b, t, *matched.shape[1:])
-            reference = set_pool(matched, valid, target)[:, 2 * MATCH_CHANNELS:]   # the target frame's
-            reference = reference[:, None].expand_as(matched).reshape(b * t, *matched.shape[2:])
-            costs = cost_volume(matched.reshape(b * t, *matched.shape[2:]), reference)
-            flow = self.flow_head(torch.cat([costs.to(coarse.dtype), coarse], 1))
-            candidates = warp(candidates.reshape(b * t, BANDS, h, w),
-                              _resize(flow.float(), (h, w))).reshape(b, t, BANDS, h, w)
-
-        broadcast = d[:, None].expand(b, t, *d.shape[1:]).reshape(b * t, *d.shape[1:])
-        delta = self.weight_head(torch.cat([levels[0], broadcast.to(levels[0].dtype)], 1))
-        delta = _resize(delta.float(), (h, w)).reshape(b, t, BANDS, h, w)
-        blended = masked_blend(candidates, band_prior_logits(condition, mask)[..., None, None] + delta, mask)
-
-        held = mask.any(1).float()[..., None, None].expand(-1, -1, h, w)    # bands some frame holds
-        own = (mask & target[..., None])[..., None, None]                   # the target frame's bands
-        own_bands = torch.where(own, aligned.float(), zero).sum(1)
-        context = [_resize(d, (h, w)), blended, held, own_bands, own.any(1).float().expand(-1, -1, h, w)]
-        residual = self.residual_head(torch.cat([c.to(d.dtype) for c in context], 1))
-        return blended + residual.float()
+            candidates = flow_warp(self, frames[-1], candidates, valid, target)
+        return blend_output(self, levels[0], d, candidates, aligned, condition, mask, target)
 
 
 def build(base: int = 32, depth: int = 3, relative: bool = False, corr_flow: bool = False,
@@ -371,7 +407,7 @@ def build(base: int = 32, depth: int = 3, relative: bool = False, corr_flow: boo
     "The filler network (untrained: the prior blend).  See `FillNet`."
     return FillNet(base=base, depth=depth, relative=relative, corr_flow=corr_flow, attention=attention)
 
-# %% ../nbs/suvi_fill/32_model.ipynb 16
+# %% ../nbs/suvi_fill/32_model.ipynb 56
 def load_learned(path, device="cpu") -> FillNet:
     """Load a trainer checkpoint (`suvi_fill.checkpoint`, either schema) into an eval-mode `FillNet` on `device`.
 
