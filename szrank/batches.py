@@ -25,7 +25,8 @@ from szrank.stream import (EXPECTED_RECORD_SIZE, EXPORT_HEADER, FACE_COUNT, FACE
 # %% auto 0
 __all__ = ['IO_CHUNK_RECORDS', 'RAW_RECORD', 'MAP_FLAGS', 'SAMPLE_WEIGHT_MIN', 'SAMPLE_WEIGHT_MAX', 'ROLLOUT_EFFORT_SCALE',
            'ACTION_LIMITS', 'NO_ACTION', 'FACE_FLOATS', 'FEATURE_SPAN', 'LABEL_SPAN', 'LABEL_DTYPE',
-           'chunk_descriptors', 'iter_record_batches', 'RecordError', 'TrainingBatch', 'batch_records', 'decode_batch']
+           'LOCATE_CHUNK_RECORDS', 'chunk_descriptors', 'iter_record_batches', 'RecordError', 'TrainingBatch',
+           'batch_records', 'decode_batch', 'locate_record_fault']
 
 # %% ../nbs/szrank/12_batches.ipynb 4
 IO_CHUNK_RECORDS = 4096             # records per disk read / chunk descriptor (7.5 MB), as the seed
@@ -272,7 +273,9 @@ def _record_fault(records: np.ndarray, bad: np.ndarray, what: str) -> RecordErro
     sequence = int(records["sequence"][index])
     others = int(np.count_nonzero(bad)) - 1
     more = f" ({others} more record(s) in this batch have this fault)" if others else ""
-    return RecordError(f"run {run} sequence {sequence} (record {index} of the batch): {what(index)}{more}")
+    error = RecordError(f"run {run} sequence {sequence} (record {index} of the batch): {what(index)}{more}")
+    error.run, error.sequence, error.detail = run, sequence, what(index) + more   # for `locate_record_fault`
+    return error
 
 # %% ../nbs/szrank/12_batches.ipynb 20
 def _maybe_non_finite(*arrays: np.ndarray) -> bool:
@@ -344,3 +347,25 @@ def decode_batch(records) -> TrainingBatch:
         scale_propensity=torch.from_numpy(propensity[2]),
         sample_weight=torch.from_numpy(sample_weight),
     )
+
+# %% ../nbs/szrank/12_batches.ipynb 25
+LOCATE_CHUNK_RECORDS = 65_536   # 120 MB of memory-mapped records per step of the search for a faulty record
+
+def locate_record_fault(path, fault: RecordError) -> RecordError:
+    """`fault` (found in a batch) restated with the stream file and the record's position in it.
+
+    Batches are shuffled, so a batch index means nothing to a person; the
+    record is found again by its run and sequence (only after a fault, one
+    pass over the file)."""
+    path = Path(path)
+    records = np.memmap(path, dtype=RECORD_DTYPE, mode="r", offset=EXPORT_HEADER.size)
+    run_bytes = np.frombuffer(fault.run.bytes, dtype=np.uint8)
+    for start in range(0, len(records), LOCATE_CHUNK_RECORDS):
+        block = records[start:start + LOCATE_CHUNK_RECORDS]
+        hits = np.flatnonzero((block["sequence"] == fault.sequence) & (block["run_id"] == run_bytes).all(axis=1))
+        if len(hits):
+            position = start + int(hits[0])
+            byte = EXPORT_HEADER.size + position * EXPECTED_RECORD_SIZE
+            return RecordError(f"{path}: record {position} (byte {byte}, run {fault.run} sequence "
+                               f"{fault.sequence}): {fault.detail}")
+    return RecordError(f"{path}: run {fault.run} sequence {fault.sequence}: {fault.detail}")

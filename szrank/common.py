@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import sys
@@ -13,10 +14,12 @@ import uuid
 from pathlib import Path
 from typing import BinaryIO
 
+from szrank.errors import WriteError
+
 # %% auto 0
 __all__ = ['DEVICE_CHOICES', 'DISTRIBUTION', 'TRAINER_NICENESS', 'BELOW_NORMAL_PRIORITY_CLASS', 'fsync_directory',
-           'temporary_sibling', 'atomic_write', 'atomic_write_json', 'atomic_writer', 'read_exact', 'pick_device',
-           'autocast_enabled', 'check_threads', 'cpu_threads', 'package_version', 'lower_priority']
+           'temporary_sibling', 'write_failure', 'atomic_write', 'atomic_write_json', 'atomic_writer', 'read_exact',
+           'pick_device', 'autocast_enabled', 'check_threads', 'cpu_threads', 'package_version', 'lower_priority']
 
 # %% ../nbs/szrank/02_common.ipynb 4
 def fsync_directory(directory: Path) -> None:
@@ -33,16 +36,26 @@ def temporary_sibling(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp.{os.getpid()}.{uuid.uuid4().hex}")
 
 # %% ../nbs/szrank/02_common.ipynb 6
+def write_failure(path: Path, error: OSError) -> WriteError:
+    "`error` (from writing `path` or its temporary) as one line naming `path` and what to do."
+    hint = {errno.ENOSPC: "free space on that file system", errno.EDQUOT: "free space under your quota",
+            errno.EROFS: "the file system is read-only; choose another directory",
+            errno.EACCES: "no permission; choose a directory you can write"}.get(error.errno, "check the directory")
+    return WriteError(error.errno, f"{path}: cannot write: {error.strerror or error}; {hint}")
+
+
 def atomic_write(path: Path, payload: bytes, durable: bool = True) -> None:
     """Write `payload` to `path` atomically: temp name, fsync, `os.replace`.
 
     `durable=False` skips the two fsyncs: still all-or-nothing for readers, but
     not guaranteed to survive a power cut; for bulk outputs (thousands of small
-    files) that are rebuilt from scratch anyway."""
+    files) that are rebuilt from scratch anyway.  A failed write (a full disk)
+    leaves `path` as it was, removes the temporary and raises `WriteError`
+    naming `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     temporary = temporary_sibling(path)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with temporary.open("wb") as output:
             output.write(payload)
             if durable:
@@ -51,35 +64,43 @@ def atomic_write(path: Path, payload: bytes, durable: bool = True) -> None:
         os.replace(temporary, path)
         if durable:
             fsync_directory(path.parent)
+    except WriteError:
+        raise
+    except OSError as exc:
+        raise write_failure(path, exc) from exc
     finally:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):          # absent, or its directory never was
             temporary.unlink()
 
-# %% ../nbs/szrank/02_common.ipynb 7
+# %% ../nbs/szrank/02_common.ipynb 8
 def atomic_write_json(path: Path, value: object) -> None:
     "Write `value` as sorted, indented UTF-8 JSON, atomically."
     payload = (json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True) + "\n").encode("utf-8")
     atomic_write(path, payload)
 
-# %% ../nbs/szrank/02_common.ipynb 10
+# %% ../nbs/szrank/02_common.ipynb 11
 @contextlib.contextmanager
 def atomic_writer(path: Path):
-    "Context manager: yield a binary file that replaces `path` only on success."
+    "Context manager: yield a binary file that replaces `path` only on success; a failed write is a `WriteError`."
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     temporary = temporary_sibling(path)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with temporary.open("wb") as output:
             yield output
             output.flush()
             os.fsync(output.fileno())
         os.replace(temporary, path)
         fsync_directory(path.parent)
+    except WriteError:
+        raise
+    except OSError as exc:
+        raise write_failure(path, exc) from exc
     finally:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):          # absent, or its directory never was
             temporary.unlink()
 
-# %% ../nbs/szrank/02_common.ipynb 13
+# %% ../nbs/szrank/02_common.ipynb 14
 def read_exact(stream: BinaryIO, size: int) -> bytes:
     "Read exactly `size` bytes or raise `EOFError` saying how many arrived."
     parts: list[bytes] = []
@@ -92,10 +113,10 @@ def read_exact(stream: BinaryIO, size: int) -> bytes:
         remaining -= len(part)
     return b"".join(parts)
 
-# %% ../nbs/szrank/02_common.ipynb 16
+# %% ../nbs/szrank/02_common.ipynb 17
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
-# %% ../nbs/szrank/02_common.ipynb 17
+# %% ../nbs/szrank/02_common.ipynb 18
 def pick_device(name: str = "auto"):
     "Resolve `auto|cpu|cuda` to a `torch.device`; asking for CUDA without one is an error."
     import torch
@@ -107,18 +128,18 @@ def pick_device(name: str = "auto"):
         raise ValueError("--device cuda: no CUDA (or ROCm) device is available; use --device cpu")
     return torch.device(name)
 
-# %% ../nbs/szrank/02_common.ipynb 18
+# %% ../nbs/szrank/02_common.ipynb 19
 def autocast_enabled(device) -> bool:
     "bf16 autocast only on CUDA devices."
     return getattr(device, "type", str(device)) == "cuda"
 
-# %% ../nbs/szrank/02_common.ipynb 21
+# %% ../nbs/szrank/02_common.ipynb 22
 def check_threads(count: int | None) -> None:
     "Refuse a `--threads` count below 1 (`None` means torch's own choice)."
     if count is not None and count < 1:
         raise ValueError(f"--threads {count}: needs at least 1 (leave it out for torch's default)")
 
-# %% ../nbs/szrank/02_common.ipynb 22
+# %% ../nbs/szrank/02_common.ipynb 23
 @contextlib.contextmanager
 def cpu_threads(count: int | None):
     "Run the block on `count` torch CPU threads (None: unchanged); the previous count is restored after."
@@ -132,10 +153,10 @@ def cpu_threads(count: int | None):
     finally:
         torch.set_num_threads(before)
 
-# %% ../nbs/szrank/02_common.ipynb 25
+# %% ../nbs/szrank/02_common.ipynb 26
 DISTRIBUTION = "suvi-szrank"
 
-# %% ../nbs/szrank/02_common.ipynb 26
+# %% ../nbs/szrank/02_common.ipynb 27
 def package_version() -> str:
     "The project version from settings.ini (via the installed distribution's metadata)."
     from configparser import ConfigParser
@@ -153,11 +174,11 @@ def package_version() -> str:
     except PackageNotFoundError:
         return "0+unknown"
 
-# %% ../nbs/szrank/02_common.ipynb 29
+# %% ../nbs/szrank/02_common.ipynb 30
 TRAINER_NICENESS = 5                    # the seed's os.nice(5)
 BELOW_NORMAL_PRIORITY_CLASS = 0x00004000  # Windows SetPriorityClass value
 
-# %% ../nbs/szrank/02_common.ipynb 30
+# %% ../nbs/szrank/02_common.ipynb 31
 def lower_priority() -> None:
     "Lower this process below interactive work (the seed's `set_below_normal_priority`); a warning if refused."
     if os.name != "nt":

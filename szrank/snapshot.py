@@ -25,15 +25,16 @@ import numpy as np
 from szrank.common import fsync_directory
 from szrank.errors import ConfigError, SzrankError, ToolError
 from szrank.stream import (EXPECTED_RECORD_SIZE, EXPORT_HEADER, EXPORT_MAGIC, EXPORT_VERSION, RECORD_DTYPE,
-                           StreamFormatError, run_key, run_keys, validate_stream_header)
+                           TOPOLOGY_COUNT, StreamFormatError, run_key, run_keys,
+                           validate_stream_header)
 
 # %% auto 0
 __all__ = ['REPORT_TRAIN_RUN', 'REPORT_VALIDATION_RUN', 'REPORT_TEST_RUN', 'REPORT_STRESS_RUN', 'SPLIT_RUNS', 'SPLIT_NAMES',
            'DEPLOYMENT_EXTRA', 'SCAN_CHUNK_RECORDS', 'EXPORTER_STOP_SECONDS', 'EXPORTER_NICENESS', 'NOTHING_WRITTEN',
            'SplitRunsError', 'normalize_split_runs', 'load_split_runs', 'SnapshotInfo', 'SnapshotError', 'HeaderError',
            'PartialRecordError', 'UnknownRunError', 'MissingSplitError', 'ExporterError', 'ExportInterrupted',
-           'CorpusScan', 'inspect_snapshot', 'exporter_argv', 'describe_exit', 'stop_process', 'lower_child_priority',
-           'exporter_command', 'create_training_snapshot', 'inspect_command']
+           'RecordValueError', 'record_value_fault', 'CorpusScan', 'inspect_snapshot', 'exporter_argv', 'describe_exit',
+           'stop_process', 'lower_child_priority', 'exporter_command', 'create_training_snapshot', 'inspect_command']
 
 # %% ../nbs/szrank/11_snapshot.ipynb 4
 # Whole-run split fixed for the first 6.5 GB corpus. Never split individual
@@ -178,7 +179,32 @@ class ExportInterrupted(KeyboardInterrupt):
 # %% ../nbs/szrank/11_snapshot.ipynb 20
 SCAN_CHUNK_RECORDS = 4096           # 7.5 MB per read: large sequential reads, bounded memory
 
-# %% ../nbs/szrank/11_snapshot.ipynb 21
+# %% ../nbs/szrank/11_snapshot.ipynb 22
+class RecordValueError(SnapshotError):
+    "A record whose values no model may train on (a topology out of range, a non-finite feature)."
+
+
+def record_value_fault(records: np.ndarray, name: str, first_index: int) -> RecordValueError | None:
+    "The first record of `records` (stream positions from `first_index`) with a bad topology or feature, or None."
+    topology = records["topology"]
+    bad_topology = (topology < 0) | (topology >= TOPOLOGY_COUNT)
+    bad_features = ~(np.isfinite(records["proposal"]).all(axis=1) & np.isfinite(records["anchor"]).all(axis=1))
+    bad = bad_topology | bad_features
+    if not bad.any():
+        return None
+    index = int(np.argmax(bad))
+    position = first_index + index
+    where = (f"{name}: record {position} (byte {EXPORT_HEADER.size + position * EXPECTED_RECORD_SIZE}, run "
+             f"{uuid.UUID(bytes=records['run_id'][index].tobytes())} sequence {int(records['sequence'][index])})")
+    if bad_topology[index]:
+        return RecordValueError(f"{where}: field topology = {int(topology[index])} is outside "
+                                f"0..{TOPOLOGY_COUNT - 1}; the exporter wrote a record no model can read")
+    field = "proposal" if not np.isfinite(records["proposal"][index]).all() else "anchor"
+    element = int(np.argmin(np.isfinite(records[field][index])))
+    return RecordValueError(f"{where}: field {field}[{element}] = {records[field][index][element]} is not finite; "
+                            "the exporter wrote a record no model can train on")
+
+# %% ../nbs/szrank/11_snapshot.ipynb 24
 class CorpusScan:
     "Incremental validation of a record stream: split of every record, counts, segments, digest."
 
@@ -197,7 +223,7 @@ class CorpusScan:
         self.record_count = 0
 
     def add(self, block) -> None:
-        "Validate and account for a block of whole records (bytes-like or a `RECORD_DTYPE` array)."
+        "Validate (run, topology, finite features) and account for a block of whole records (bytes or `RECORD_DTYPE`)."
         records = block if isinstance(block, np.ndarray) else np.frombuffer(block, dtype=RECORD_DTYPE)
         count = len(records)
         if not count:
@@ -216,6 +242,9 @@ class CorpusScan:
                     f"the {len(self._keys)} split runs; pass --deployment-all-runs to keep other runs as "
                     f"{DEPLOYMENT_EXTRA}")
             codes[unknown] = len(self._keys)
+        fault = record_value_fault(records, self.name, self.record_count)
+        if fault is not None:
+            raise fault
         starts = np.flatnonzero(codes[1:] != codes[:-1]) + 1
         for start in (0, *starts.tolist()):
             code = int(codes[start])
@@ -249,7 +278,7 @@ class CorpusScan:
             created_by_trainer=created_by_trainer, includes_additional_runs=self.includes_additional_runs,
             split_segments={k: tuple(v) for k, v in self._segments.items()}, split_runs=dict(self.split_runs))
 
-# %% ../nbs/szrank/11_snapshot.ipynb 23
+# %% ../nbs/szrank/11_snapshot.ipynb 26
 def _read_into(stream, view: memoryview) -> int:
     "Fill `view` from `stream` as far as the data goes; return the bytes read."
     filled = 0
@@ -260,7 +289,7 @@ def _read_into(stream, view: memoryview) -> int:
         filled += n
     return filled
 
-# %% ../nbs/szrank/11_snapshot.ipynb 24
+# %% ../nbs/szrank/11_snapshot.ipynb 27
 def _read_header(stream, name: str) -> int:
     header = bytearray(EXPORT_HEADER.size)
     got = _read_into(stream, memoryview(header))
@@ -269,7 +298,7 @@ def _read_header(stream, name: str) -> int:
     except StreamFormatError as exc:
         raise HeaderError(f"{name}: {exc}") from None
 
-# %% ../nbs/szrank/11_snapshot.ipynb 25
+# %% ../nbs/szrank/11_snapshot.ipynb 28
 def inspect_snapshot(path: str | os.PathLike, compute_digest: bool = True, includes_additional_runs: bool = False,
                      split_runs: Mapping[str, str] | None = None, progress: bool | None = False) -> SnapshotInfo:
     "Validate an SZTXP001 file and return its counts, per-split segments and SHA-256 corpus digest."
@@ -297,12 +326,12 @@ def inspect_snapshot(path: str | os.PathLike, compute_digest: bool = True, inclu
                                  f"{got - whole} of {record_size} bytes (the stream was cut short)")
     return scan.finish(path, created_by_trainer=False)
 
-# %% ../nbs/szrank/11_snapshot.ipynb 29
+# %% ../nbs/szrank/11_snapshot.ipynb 32
 EXPORTER_STOP_SECONDS = 5.0         # grace between SIGTERM and SIGKILL for a stopped exporter
 EXPORTER_NICENESS = 5               # the seed's os.nice(5): the export yields to interactive work
 NOTHING_WRITTEN = "no snapshot was written"
 
-# %% ../nbs/szrank/11_snapshot.ipynb 30
+# %% ../nbs/szrank/11_snapshot.ipynb 33
 def exporter_argv(exporter: str | os.PathLike | Sequence[str]) -> list[str]:
     "The exporter as argv: a list is taken as is, a path as one executable, a string is split like a shell."
     if isinstance(exporter, os.PathLike):
@@ -315,7 +344,7 @@ def exporter_argv(exporter: str | os.PathLike | Sequence[str]) -> list[str]:
         raise ConfigError("exporter command is empty")
     return argv
 
-# %% ../nbs/szrank/11_snapshot.ipynb 31
+# %% ../nbs/szrank/11_snapshot.ipynb 34
 def describe_exit(return_code: int) -> str:
     "`exited with status 3` or `was killed by signal SIGKILL`."
     if return_code < 0:
@@ -324,7 +353,7 @@ def describe_exit(return_code: int) -> str:
         return f"was killed by signal {-return_code}"
     return f"exited with status {return_code}"
 
-# %% ../nbs/szrank/11_snapshot.ipynb 32
+# %% ../nbs/szrank/11_snapshot.ipynb 35
 def stop_process(process: subprocess.Popen, grace: float | None = None) -> None:
     "Terminate `process`, kill it if it is still there after `grace` (default `EXPORTER_STOP_SECONDS`), reap it."
     if process.poll() is not None:
@@ -339,7 +368,7 @@ def stop_process(process: subprocess.Popen, grace: float | None = None) -> None:
             process.kill()
         process.wait()
 
-# %% ../nbs/szrank/11_snapshot.ipynb 33
+# %% ../nbs/szrank/11_snapshot.ipynb 36
 def lower_child_priority(process: subprocess.Popen) -> None:
     "Run a started child at the seed's lowered priority: niceness at least `EXPORTER_NICENESS` (POSIX)."
     if os.name == "nt" or not hasattr(os, "setpriority"):
@@ -348,7 +377,7 @@ def lower_child_priority(process: subprocess.Popen) -> None:
         current = os.getpriority(os.PRIO_PROCESS, process.pid)
         os.setpriority(os.PRIO_PROCESS, process.pid, max(current, EXPORTER_NICENESS))
 
-# %% ../nbs/szrank/11_snapshot.ipynb 34
+# %% ../nbs/szrank/11_snapshot.ipynb 37
 def _start_exporter(command: list[str], cwd, name: str) -> subprocess.Popen:
     "Start the exporter with stdout piped, below normal priority; a start failure is an `ExporterError`."
     flags = getattr(subprocess, "BELOW_NORMAL_PRIORITY_CLASS", 0) if os.name == "nt" else 0
@@ -363,7 +392,7 @@ def _start_exporter(command: list[str], cwd, name: str) -> subprocess.Popen:
     lower_child_priority(process)
     return process
 
-# %% ../nbs/szrank/11_snapshot.ipynb 35
+# %% ../nbs/szrank/11_snapshot.ipynb 38
 def _read_stream_header(process: subprocess.Popen, output, name: str) -> int:
     "Read, check and copy the stream header; returns the record size."
     header = bytearray(EXPORT_HEADER.size)
@@ -378,7 +407,7 @@ def _read_stream_header(process: subprocess.Popen, output, name: str) -> int:
     output.write(header)
     return record_size
 
-# %% ../nbs/szrank/11_snapshot.ipynb 36
+# %% ../nbs/szrank/11_snapshot.ipynb 39
 def _copy_records(process: subprocess.Popen, output, scan: CorpusScan, record_size: int, bar) -> int:
     "Copy the exporter's records to `output`, scanning each whole record; returns the bytes of a trailing partial one."
     buffer = bytearray(SCAN_CHUNK_RECORDS * record_size)
@@ -400,7 +429,7 @@ def _copy_records(process: subprocess.Popen, output, scan: CorpusScan, record_si
             buffer[:filled - whole] = buffer[whole:filled]
             filled -= whole
 
-# %% ../nbs/szrank/11_snapshot.ipynb 37
+# %% ../nbs/szrank/11_snapshot.ipynb 40
 def _check_export(process: subprocess.Popen, scan: CorpusScan, partial: int, record_size: int,
                   split_runs: Mapping[str, str], name: str) -> None:
     "After the stream ended: the exporter exited 0, no partial record, every split has records."
@@ -418,7 +447,7 @@ def _check_export(process: subprocess.Popen, scan: CorpusScan, partial: int, rec
                                 + ", ".join(f"{m} (run {split_runs[m]})" for m in missing)
                                 + f": the exporter did not export them; {NOTHING_WRITTEN}")
 
-# %% ../nbs/szrank/11_snapshot.ipynb 38
+# %% ../nbs/szrank/11_snapshot.ipynb 41
 def exporter_command(exporter, archive_root, split_runs: Mapping[str, str], includes_additional_runs: bool) -> list:
     "The seed's exporter argv: the exporter, `--root ARCHIVE`, and one `--include-run` per split run."
     command = exporter_argv(exporter) + ["--root", os.fspath(archive_root)]
@@ -427,7 +456,7 @@ def exporter_command(exporter, archive_root, split_runs: Mapping[str, str], incl
             command.extend(["--include-run", run_id])
     return command
 
-# %% ../nbs/szrank/11_snapshot.ipynb 39
+# %% ../nbs/szrank/11_snapshot.ipynb 42
 def create_training_snapshot(archive_root: str | os.PathLike, exporter: str | os.PathLike | Sequence[str],
                              snapshot_directory: str | os.PathLike, includes_additional_runs: bool,
                              split_runs: Mapping[str, str] | None = None, cwd: str | os.PathLike | None = None,
@@ -469,7 +498,7 @@ def create_training_snapshot(archive_root: str | os.PathLike, exporter: str | os
         with contextlib.suppress(FileNotFoundError):
             partial_path.unlink()
 
-# %% ../nbs/szrank/11_snapshot.ipynb 43
+# %% ../nbs/szrank/11_snapshot.ipynb 46
 def inspect_command(parser: argparse.ArgumentParser) -> Callable:
     "`szrank inspect PATH [--split-runs F] [--deployment-all-runs] [--json]`: validate and describe a snapshot."
     parser.add_argument("path", metavar="PATH", type=Path, help="an SZTXP001 snapshot (.sztx)")

@@ -523,12 +523,21 @@ def test_a_snapshot_changed_after_inspection_is_refused(epoch_snapshot, tmp_path
 
 
 def test_decode_refuses_bad_records_from_a_file(tmp_path):
-    from szrank.batches import RecordError, decode_batch, iter_record_batches
+    "Inspection refuses a NaN feature (issue 19: it used to pass); a bad gain, left to decoding, is located in the file."
+    from szrank.batches import RecordError, decode_batch, iter_record_batches, locate_record_fault
+    from szrank.snapshot import RecordValueError
     records = example_records(300, RUNS[0], seed=3, first_sequence=5000)
     records["proposal"][123, 17] = np.nan
     path = tmp_path / "nan.sztx"
     write_stream(path, records)
+    with pytest.raises(RecordValueError, match=rf"{path}: record 123 \(byte {16 + 123 * 1824}, run {RUNS[0]} "
+                                               r"sequence 5123\): field proposal\[17\] = nan is not finite"):
+        inspect_snapshot(path, split_runs=None)
+    records["proposal"][123, 17] = 0.0
+    records["gains"][211, 1] = np.inf
+    write_stream(path, records)
     info = inspect_snapshot(path, split_runs=None)
-    with pytest.raises(RecordError, match=f"run {RUNS[0]} sequence 5123 .*field proposal\\[17\\] = nan"):
-        for batch in iter_record_batches(info, {"train"}, 100, 0, 0, 0):
+    with pytest.raises(RecordError, match=f"run {RUNS[0]} sequence 5211 .*field gains\\[1\\] = inf") as fault:
+        for batch in iter_record_batches(info, {"train"}, 100, 500, 1, 0):
             decode_batch(batch)
+    assert str(locate_record_fault(path, fault.value)).startswith(f"{path}: record 211 (byte {16 + 211 * 1824}, run ")
