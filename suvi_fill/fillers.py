@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 import torch
 
-from suvi_fill import align, conditioning, metrics, model, paths
+from suvi_fill import align, coding, conditioning, model, paths
 from suvi_fill.conditioning import AVAILABLE, BANDS, KIND_TARGET, SAME_SATELLITE, TENSOR_KEYS
 from suvi_fill.errors import OptionError
 from suvi_fill.sample import Sample
@@ -21,9 +21,9 @@ from suvi_fill.device import autocast_enabled
 __all__ = ['FLOW_PYR_SCALE', 'FLOW_WINDOW_FRACTION', 'FLOW_ITERATIONS', 'FLOW_POLY_N', 'FLOW_POLY_SIGMA', 'BLEND_BASE',
            'BLEND_DEPTH', 'FILLERS', 'CLASSICAL', 'prepare', 'holders', 'nearest_frame', 'bracket', 'fillable',
            'Filler', 'Nearest', 'Derotated', 'time_weights', 'Linear', 'display_u8', 'farneback', 'warp_by',
-           'OpticalFlow', 'ModelFiller', 'blend_filler', 'learned_filler', 'make_filler']
+           'one_sided_flow', 'OpticalFlow', 'ModelFiller', 'blend_filler', 'learned_filler', 'make_filler']
 
-# %% ../nbs/suvi_fill/50_fillers.ipynb 4
+# %% ../nbs/suvi_fill/50_fillers.ipynb 6
 def _tensor_form(sample) -> tuple:
     "`(tensors, slot gaps or None)` of a `Sample` (or its `as_dict()`), else `(sample, its slot_gaps or None)`."
     if isinstance(sample, dict) and "kinds" in sample:
@@ -32,7 +32,7 @@ def _tensor_form(sample) -> tuple:
         return conditioning.to_tensors(sample), sample.slot_gaps()
     return sample, (np.asarray(sample["slot_gaps"]) if "slot_gaps" in sample else None)
 
-
+# %% ../nbs/suvi_fill/50_fillers.ipynb 9
 def prepare(sample, device="cpu") -> dict:
     """Unbatched tensors of `sample` on `device` plus `aligned` (T, 6, H, W) and `coverage` (T, H, W).
 
@@ -62,7 +62,7 @@ def prepare(sample, device="cpu") -> dict:
     out["slot_gaps"] = gaps
     return out
 
-
+# %% ../nbs/suvi_fill/50_fillers.ipynb 12
 def holders(prep: dict, band: int) -> np.ndarray:
     "Indices of the non-target, available frames of `prep` that hold band index `band`."
     condition = prep["condition"].cpu()
@@ -70,20 +70,20 @@ def holders(prep: dict, band: int) -> np.ndarray:
           & (condition[:, KIND_TARGET] < 0.5))
     return np.flatnonzero(ok.numpy())
 
-
+# %% ../nbs/suvi_fill/50_fillers.ipynb 14
 def _rank(prep: dict, frames) -> list:
     "`frames` sorted nearest first: |dt|, then own satellite, then earlier (dt > 0)."
     dts = prep["dts"].cpu().numpy()
     same = prep["condition"][:, SAME_SATELLITE].cpu().numpy() > 0.5
     return sorted((int(t) for t in frames), key=lambda t: (abs(dts[t]), not same[t], dts[t] < 0, t))
 
-
+# %% ../nbs/suvi_fill/50_fillers.ipynb 16
 def nearest_frame(prep: dict, band: int):
     "Index of the nearest frame holding `band`, or None."
     ranked = _rank(prep, holders(prep, band))
     return ranked[0] if ranked else None
 
-
+# %% ../nbs/suvi_fill/50_fillers.ipynb 18
 def bracket(prep: dict, band: int) -> tuple:
     """`(before, after)`: nearest frame holding `band` with dt >= 0 (at or before the target)
     and with dt <= 0 (at or after it); either may be None.  A dt = 0 frame is both."""
@@ -97,14 +97,14 @@ def bracket(prep: dict, band: int) -> tuple:
         before = after
     return before, after
 
-
+# %% ../nbs/suvi_fill/50_fillers.ipynb 20
 def fillable(sample) -> np.ndarray:
     "Bool (6,): the lost bands of `sample` that some frame holds (any filler can fill them)."
     prep = sample if isinstance(sample, dict) and "aligned" in sample else prepare(sample)
     lost = prep["lost"].cpu().numpy() > 0.5
     return np.array([bool(lost[b] and len(holders(prep, b))) for b in range(BANDS)])
 
-# %% ../nbs/suvi_fill/50_fillers.ipynb 6
+# %% ../nbs/suvi_fill/50_fillers.ipynb 23
 class Filler:
     "Base class: `filler(sample) -> (6, H, W)` float32 asinh-coded (see the module's contract)."
     name = "filler"
@@ -142,7 +142,7 @@ class Filler:
     def __repr__(self):
         return f"{type(self).__name__}({self.name!r}, device={self.device})"
 
-# %% ../nbs/suvi_fill/50_fillers.ipynb 8
+# %% ../nbs/suvi_fill/50_fillers.ipynb 26
 class Nearest(Filler):
     "The nearest frame holding the band, unaligned (as stored)."
     name = "nearest"
@@ -150,7 +150,7 @@ class Nearest(Filler):
     def fill_band(self, prep, band, frames=None):
         return prep["stack"][nearest_frame(prep, band), band]
 
-
+# %% ../nbs/suvi_fill/50_fillers.ipynb 28
 class Derotated(Filler):
     "The nearest frame holding the band, aligned by `align_stack`."
     name = "derotated"
@@ -158,7 +158,7 @@ class Derotated(Filler):
     def fill_band(self, prep, band, frames=None):
         return prep["aligned"][nearest_frame(prep, band), band]
 
-
+# %% ../nbs/suvi_fill/50_fillers.ipynb 30
 def time_weights(prep: dict, before: int, after: int) -> tuple:
     "(w_before, w_after) of linear interpolation in time between two frames."
     dts = prep["dts"].cpu().numpy()
@@ -167,7 +167,7 @@ def time_weights(prep: dict, before: int, after: int) -> tuple:
         return 1.0, 0.0
     return abs(float(dts[after])) / span, abs(float(dts[before])) / span
 
-
+# %% ../nbs/suvi_fill/50_fillers.ipynb 32
 class Linear(Filler):
     "Time interpolation of the two bracketing aligned frames (one side: the nearer frame)."
     name = "linear"
@@ -179,7 +179,7 @@ class Linear(Filler):
         wb, wa = time_weights(prep, before, after)
         return wb * prep["aligned"][before, band] + wa * prep["aligned"][after, band]
 
-# %% ../nbs/suvi_fill/50_fillers.ipynb 10
+# %% ../nbs/suvi_fill/50_fillers.ipynb 35
 #: Farneback pyramid: halve each level; levels above ~16 px carry no structure.
 FLOW_PYR_SCALE = 0.5
 #: Farneback averaging window as a fraction of the frame width (15 px at 640 px), at least 5 px.
@@ -190,13 +190,13 @@ FLOW_ITERATIONS = 3
 FLOW_POLY_N = 5
 FLOW_POLY_SIGMA = 1.1
 
-
+# %% ../nbs/suvi_fill/50_fillers.ipynb 37
 def display_u8(coded: np.ndarray, band: int) -> np.ndarray:
     "An asinh-coded (H, W) plane of band index `band` as 8-bit display values (the bench mapping)."
-    shown = metrics.to_display(np.nan_to_num(coded), paths.WAVELENGTHS[band], coded=True)
+    shown = coding.to_display(np.nan_to_num(coded), paths.WAVELENGTHS[band], coded=True)
     return np.clip(np.rint(shown * 255.0), 0, 255).astype(np.uint8)
 
-
+# %% ../nbs/suvi_fill/50_fillers.ipynb 39
 def farneback(first: np.ndarray, second: np.ndarray, band: int) -> np.ndarray:
     "Dense flow (H, W, 2) (x, y in px) with `first(x) ≈ second(x + flow(x))`, on display-mapped planes."
     size = first.shape[-1]
@@ -206,7 +206,7 @@ def farneback(first: np.ndarray, second: np.ndarray, band: int) -> np.ndarray:
                                         FLOW_PYR_SCALE, levels, window, FLOW_ITERATIONS,
                                         FLOW_POLY_N, FLOW_POLY_SIGMA, 0)
 
-
+# %% ../nbs/suvi_fill/50_fillers.ipynb 41
 def warp_by(image: np.ndarray, flow: np.ndarray, scale: float) -> np.ndarray:
     "`image(x + scale * flow(x))`, bilinear, borders replicated."
     h, w = image.shape
@@ -214,7 +214,24 @@ def warp_by(image: np.ndarray, flow: np.ndarray, scale: float) -> np.ndarray:
     return cv2.remap(image.astype(np.float32), xs + np.float32(scale) * flow[..., 0],
                      ys + np.float32(scale) * flow[..., 1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
 
+# %% ../nbs/suvi_fill/50_fillers.ipynb 44
+def one_sided_flow(prep: dict, band: int, side: int, aligned) -> np.ndarray:
+    """The frame `side` (the nearest holding `band`, all on one side of the target) warped to the
+    target time by the flow towards the next frame on its side, extrapolated; itself if none."""
+    dts = prep["dts"].cpu().numpy()
+    sign = np.sign(dts[side])
+    # Further frames on the same side; a frame at the same time (the other
+    # satellite's) gives no motion to extrapolate from.
+    same_side = [t for t in _rank(prep, holders(prep, band))
+                 if np.sign(dts[t]) == sign and t != side and dts[t] != dts[side]]
+    if not same_side:
+        return aligned(side)
+    further = same_side[0]
+    t1, t2 = -float(dts[side]), -float(dts[further])
+    beta = (0.0 - t1) / (t2 - t1)                       # negative: extrapolation
+    return warp_by(aligned(side), farneback(aligned(side), aligned(further), band), -beta)
 
+# %% ../nbs/suvi_fill/50_fillers.ipynb 47
 class OpticalFlow(Filler):
     "Farneback flow between the bracketing aligned frames, warped to the target time (see above)."
     name = "optical_flow"
@@ -233,28 +250,15 @@ class OpticalFlow(Filler):
         elif before is not None and before == after:
             out = aligned(before)                               # a simultaneous frame
         else:
-            side = before if after is None else after
-            sign = np.sign(dts[side])
-            # Further frames on the same side; a frame at the same time (the other
-            # satellite's) gives no motion to extrapolate from.
-            same_side = [t for t in _rank(prep, holders(prep, band))
-                         if np.sign(dts[t]) == sign and t != side and dts[t] != dts[side]]
-            if not same_side:
-                out = aligned(side)
-            else:
-                further = same_side[0]
-                t1, t2 = -float(dts[side]), -float(dts[further])
-                beta = (0.0 - t1) / (t2 - t1)                       # negative: extrapolation
-                flow = farneback(aligned(side), aligned(further), band)
-                out = warp_by(aligned(side), flow, -beta)
+            out = one_sided_flow(prep, band, before if after is None else after, aligned)
         return torch.from_numpy(np.ascontiguousarray(out, dtype=np.float32)).to(prep["aligned"].device)
 
-# %% ../nbs/suvi_fill/50_fillers.ipynb 12
+# %% ../nbs/suvi_fill/50_fillers.ipynb 50
 #: Size of the untrained net behind `blend` (its answer is the prior blend at any size).
 BLEND_BASE = 8
 BLEND_DEPTH = 2
 
-
+# %% ../nbs/suvi_fill/50_fillers.ipynb 52
 class ModelFiller(Filler):
     "A `model.FillNet` as a filler."
     def __init__(self, net, name, device="cpu", offsets=None):
@@ -270,13 +274,13 @@ class ModelFiller(Filler):
                            prep["coverage"][None])
         return out[0].float()
 
-
+# %% ../nbs/suvi_fill/50_fillers.ipynb 54
 def blend_filler(device="cpu") -> ModelFiller:
     "The untrained model's prior-weighted blend."
     torch.manual_seed(0)
     return ModelFiller(model.build(base=BLEND_BASE, depth=BLEND_DEPTH), "blend", device)
 
-
+# %% ../nbs/suvi_fill/50_fillers.ipynb 56
 def learned_filler(checkpoint, device="cpu") -> ModelFiller:
     "A trained checkpoint (`model.load_learned`)."
     if checkpoint is None:
@@ -286,7 +290,7 @@ def learned_filler(checkpoint, device="cpu") -> ModelFiller:
     args = torch.load(checkpoint, map_location="cpu", weights_only=True).get("args", {})
     return ModelFiller(net, "learned", device, offsets=args.get("offsets"))
 
-# %% ../nbs/suvi_fill/50_fillers.ipynb 14
+# %% ../nbs/suvi_fill/50_fillers.ipynb 59
 FILLERS = {
     "nearest": lambda checkpoint=None, device="cpu": Nearest(device),
     "derotated": lambda checkpoint=None, device="cpu": Derotated(device),
@@ -298,7 +302,7 @@ FILLERS = {
 #: The fillers that need no checkpoint.
 CLASSICAL = ("nearest", "derotated", "linear", "optical_flow", "blend")
 
-
+# %% ../nbs/suvi_fill/50_fillers.ipynb 61
 def make_filler(name: str, checkpoint=None, device="cpu") -> Filler:
     "The filler called `name` (one of `FILLERS`); `learned` needs `checkpoint`."
     if name not in FILLERS:

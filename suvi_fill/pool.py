@@ -23,8 +23,8 @@ from suvi_fill.files import atomic_write_json, fsync_directory
 
 # %% auto 0
 __all__ = ['SLICE_PREFIX', 'SEQUENCE_DIGITS', 'READY', 'META', 'DAYS_PER_SLICE', 'CAPACITY', 'slice_sequence', 'ready_slices',
-           'SliceError', 'OpenSlice', 'open_slice', 'clip_segments', 'next_sequence', 'publish_slice', 'retire',
-           'split_days', 'windows', 'produce', 'pool_produce_command']
+           'SliceError', 'OpenSlice', 'open_slice', 'clip_segments', 'next_sequence', 'link_shards', 'publish_slice',
+           'retire', 'split_days', 'windows', 'produce', 'pool_produce_command']
 
 # %% ../nbs/suvi_fill/40_pool.ipynb 3
 #: Prefix of a published slice directory; the suffix is its sequence number.
@@ -41,7 +41,7 @@ DAYS_PER_SLICE = 2
 #: Slices kept by default before the oldest is retired.
 CAPACITY = 8
 
-# %% ../nbs/suvi_fill/40_pool.ipynb 5
+# %% ../nbs/suvi_fill/40_pool.ipynb 6
 def slice_sequence(path) -> int | None:
     "The sequence number of a slice directory name, or None if it is not one."
     name = Path(path).name
@@ -50,7 +50,7 @@ def slice_sequence(path) -> int | None:
     digits = name[len(SLICE_PREFIX):]
     return int(digits) if digits.isdigit() else None
 
-
+# %% ../nbs/suvi_fill/40_pool.ipynb 9
 def ready_slices(directory) -> list:
     """The complete slices under `directory` as `[(path, meta), ...]`, oldest first.
 
@@ -78,11 +78,11 @@ def ready_slices(directory) -> list:
         out.append((sequence, path, meta))
     return [(path, meta) for _, path, meta in sorted(out, key=lambda item: item[0])]
 
-# %% ../nbs/suvi_fill/40_pool.ipynb 7
+# %% ../nbs/suvi_fill/40_pool.ipynb 12
 class SliceError(DataError, ValueError):
     "A slice directory whose `slice.json` is unreadable or lacks a field (a `ValueError` for older callers)."
 
-
+# %% ../nbs/suvi_fill/40_pool.ipynb 14
 @dataclass
 class OpenSlice:
     """An opened slice: `shards` `{(day, satellite): Shard}`, `segments` `[(satellite, start, end)]`
@@ -106,7 +106,7 @@ class OpenSlice:
     def __iter__(self):
         return iter((self.shards, self.segments))
 
-# %% ../nbs/suvi_fill/40_pool.ipynb 8
+# %% ../nbs/suvi_fill/40_pool.ipynb 17
 def _slice_calibration(path, meta):
     "The slice's calibration: from `slice.json`, else the corpus manifest published beside its shards."
     if meta.get("calibration") is not None:
@@ -119,7 +119,7 @@ def _slice_calibration(path, meta):
     except ValueError:
         raise SliceError(f"{path}/{segments_module.MANIFEST}: not JSON; rewrite the slice with suvi-fill pool-produce") from None
 
-
+# %% ../nbs/suvi_fill/40_pool.ipynb 19
 def _read_meta(path) -> dict:
     "`slice.json` of the slice at `path`; `FileNotFoundError` when retired, `SliceError` when malformed."
     with open(os.path.join(path, META)) as handle:
@@ -132,7 +132,7 @@ def _read_meta(path) -> dict:
         raise SliceError(f"{path}/{META}: no field {missing[0]!r}; rewrite the slice with suvi-fill pool-produce")
     return meta
 
-
+# %% ../nbs/suvi_fill/40_pool.ipynb 21
 def open_slice(path) -> OpenSlice:
     """Open the slice at `path` (see `OpenSlice`).
 
@@ -157,7 +157,7 @@ def open_slice(path) -> OpenSlice:
         raise
     return OpenSlice(path, shards, [tuple(int(v) for v in segment) for segment in meta["segments"]], calibration)
 
-# %% ../nbs/suvi_fill/40_pool.ipynb 10
+# %% ../nbs/suvi_fill/40_pool.ipynb 24
 def _link_or_copy(source, destination):
     "Hard-link `source` to `destination`, copying when linking is impossible (another filesystem)."
     try:
@@ -165,7 +165,7 @@ def _link_or_copy(source, destination):
     except OSError:
         shutil.copy2(source, destination)
 
-
+# %% ../nbs/suvi_fill/40_pool.ipynb 27
 def clip_segments(chosen, days) -> list:
     "The parts of `(satellite, start, end)` segments inside the UTC `days` (consecutive)."
     low = paths.first_slot_of_day(days[0])
@@ -177,7 +177,7 @@ def clip_segments(chosen, days) -> list:
             out.append((int(satellite), start, end))
     return out
 
-
+# %% ../nbs/suvi_fill/40_pool.ipynb 29
 def next_sequence(directory) -> int:
     "One more than the newest slice's sequence number under `directory` (1 for an empty pool)."
     try:
@@ -187,7 +187,25 @@ def next_sequence(directory) -> int:
     numbers = [n for n in map(slice_sequence, names) if n is not None]
     return max(numbers, default=0) + 1
 
+# %% ../nbs/suvi_fill/40_pool.ipynb 32
+def link_shards(destination, shards_dir, days, satellites) -> int:
+    """Link (or copy) each existing shard of `days` x `satellites` from `shards_dir` into `destination`,
+    and the corpus manifest beside them; returns the shards linked."""
+    linked = 0
+    for day in days:
+        for satellite in satellites:
+            name = dataset.shard_name(day, satellite)
+            source = Path(shards_dir) / name
+            if source.exists():
+                _link_or_copy(source, Path(destination) / name)
+                linked += 1
+    # Calibration travels in slice.json; the manifest too, for readers not taking it yet.
+    manifest = Path(shards_dir) / segments_module.MANIFEST
+    if linked and manifest.exists():
+        _link_or_copy(manifest, Path(destination) / segments_module.MANIFEST)
+    return linked
 
+# %% ../nbs/suvi_fill/40_pool.ipynb 35
 def publish_slice(directory, shards_dir, days, satellites, chosen, split="train",
                   digest=None, sequence=None, calibration=None) -> str:
     """Write one slice of `days` into the pool `directory`, atomically; returns its path.
@@ -206,20 +224,8 @@ def publish_slice(directory, shards_dir, days, satellites, chosen, split="train"
     temporary = directory / f".building-{uuid.uuid4().hex}"
     temporary.mkdir()
     try:
-        linked = 0
-        for day in days:
-            for satellite in satellites:
-                name = dataset.shard_name(day, satellite)
-                source = Path(shards_dir) / name
-                if source.exists():
-                    _link_or_copy(source, temporary / name)
-                    linked += 1
-        if not linked:
-            raise DataError(f"{shards_dir}: no shards for days {days[0]}..{days[-1]}")
-        # Calibration travels in slice.json; the manifest too, for readers not taking it yet.
-        manifest = Path(shards_dir) / segments_module.MANIFEST
-        if manifest.exists():
-            _link_or_copy(manifest, temporary / segments_module.MANIFEST)
+        if not link_shards(temporary, shards_dir, days, satellites):
+            raise DataError(f"{shards_dir}: no shards for days {days[0]}..{days[-1]}; choose days the corpus holds")
         meta = {"sequence": sequence, "days": list(days), "satellites": [int(s) for s in satellites],
                 "split": split, "segments": [list(s) for s in clip_segments(chosen, days)],
                 "manifest": digest, "created": time.time(), "calibration": calibration}
@@ -233,7 +239,7 @@ def publish_slice(directory, shards_dir, days, satellites, chosen, split="train"
         raise
     return str(final)
 
-# %% ../nbs/suvi_fill/40_pool.ipynb 11
+# %% ../nbs/suvi_fill/40_pool.ipynb 38
 def retire(directory, capacity) -> list:
     "Retire the oldest slices past `capacity` (rename out of sight, then delete); returns their paths."
     retired = []
@@ -248,7 +254,7 @@ def retire(directory, capacity) -> list:
         retired.append(path)
     return retired
 
-# %% ../nbs/suvi_fill/40_pool.ipynb 13
+# %% ../nbs/suvi_fill/40_pool.ipynb 41
 def split_days(manifest, split) -> list:
     "The days the `split` segments of `manifest` touch."
     try:
@@ -257,7 +263,7 @@ def split_days(manifest, split) -> list:
         raise DataError(f"manifest has no segments for split {split!r}; rebuild it with suvi-fill build") from None
     return segments_module.days_touched(chosen)
 
-
+# %% ../nbs/suvi_fill/40_pool.ipynb 43
 def windows(days, size) -> list:
     "Runs of up to `size` consecutive days from sorted `days`, back to back (a gap starts a new run)."
     out, current = [], []
@@ -271,11 +277,9 @@ def windows(days, size) -> list:
         out.append(current)
     return out
 
-# %% ../nbs/suvi_fill/40_pool.ipynb 18
-def produce(shards_dir, out, manifest_path=None, split=None, days=DAYS_PER_SLICE, capacity=CAPACITY,
-            slices=0, interval=0.0, seed=0, fixed=False, say=print) -> list:
-    "The producer loop; returns the paths of the slices it published."
-    manifest_path = manifest_path or os.path.join(shards_dir, segments_module.MANIFEST)
+# %% ../nbs/suvi_fill/40_pool.ipynb 48
+def _producer_manifest(manifest_path) -> dict:
+    "The corpus manifest the producer cuts slices from, refused unless it has segments."
     try:
         with open(manifest_path) as handle:
             manifest = json.load(handle)
@@ -285,6 +289,14 @@ def produce(shards_dir, out, manifest_path=None, split=None, days=DAYS_PER_SLICE
         raise DataError(f"{manifest_path}: not JSON ({exc.msg})") from None
     if "segments" not in manifest:
         raise DataError(f"{manifest_path} has no 'segments': rebuild it with suvi-fill build")
+    return manifest
+
+# %% ../nbs/suvi_fill/40_pool.ipynb 51
+def produce(shards_dir, out, manifest_path=None, split=None, days=DAYS_PER_SLICE, capacity=CAPACITY,
+            slices=0, interval=0.0, seed=0, fixed=False, say=print) -> list:
+    "The producer loop; returns the paths of the slices it published."
+    manifest_path = manifest_path or os.path.join(shards_dir, segments_module.MANIFEST)
+    manifest = _producer_manifest(manifest_path)
     split = split or ("val" if fixed else "train")
     satellites = tuple(int(s) for s in manifest.get("satellites", paths.SATELLITES))
     chosen = manifest["segments"].get(split)
@@ -314,25 +326,27 @@ def produce(shards_dir, out, manifest_path=None, split=None, days=DAYS_PER_SLICE
             time.sleep(interval)
     return published
 
-
+# %% ../nbs/suvi_fill/40_pool.ipynb 54
 def pool_produce_command(parser):
     "`suvi-fill pool-produce`: write rotating-pool slices; returns `run(args) -> int`."
     parser.add_argument("--shards", required=True, help="the built corpus (shards and manifest.json)")
     parser.add_argument("--out", required=True, help="the pool directory")
-    parser.add_argument("--manifest", default=None, help="manifest.json (default: in --shards)")
-    parser.add_argument("--split", default=None, help="split to draw from (default train; val with --fixed)")
-    parser.add_argument("--days", type=int, default=DAYS_PER_SLICE, help="consecutive days per slice")
+    parser.add_argument("--manifest", default=None, help="manifest.json (default: the one in --shards)")
+    parser.add_argument("--split", default=None, help="split to draw from (default: train; val with --fixed)")
+    parser.add_argument("--days", type=int, default=DAYS_PER_SLICE, help="consecutive days per slice (default: %(default)s)")
     parser.add_argument("--capacity", type=int, default=CAPACITY,
-                        help="slices kept; the oldest past this are retired")
-    parser.add_argument("--slices", type=int, default=0, help="slices to write, then stop (0: until interrupted)")
-    parser.add_argument("--interval", type=float, default=0.0, help="seconds between slices")
-    parser.add_argument("--seed", type=int, default=0)
+                        help="slices kept; the oldest past this are retired (default: %(default)s)")
+    parser.add_argument("--slices", type=int, default=0, help="slices to write, then stop (default: 0, until interrupted)")
+    parser.add_argument("--interval", type=float, default=0.0, help="seconds between slices (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the slice choice (default: %(default)s)")
     parser.add_argument("--fixed", action="store_true",
-                        help="write the validation slices once (for train --val-slices); never retired")
+                        help="write the validation slices once (for train --val-slices); never retired (default: off)")
 
     def run(args) -> int:
-        if args.capacity < 1:
-            raise OptionError("--capacity must be at least 1")
+        for flag, value, least in (("--capacity", args.capacity, 1), ("--days", args.days, 1),
+                                   ("--slices", args.slices, 0), ("--interval", args.interval, 0)):
+            if value < least:
+                raise OptionError(f"{flag} must be at least {least}, not {value}")
         produce(args.shards, args.out, args.manifest, args.split, args.days, args.capacity,
                 args.slices, args.interval, args.seed, args.fixed)
         return 0
