@@ -374,42 +374,51 @@ def _public_cross(polygons2d) -> np.ndarray:
 
 # %% ../nbs/szrank/31_geometry.ipynb 43
 def _public_pierce(L: Layout, vertices, n, d, polygons2d, u, v):
-    "Intersection flags (B, 528) and plane crossings (B, 528) of the (edge, face) pairs, public rule."
+    """Intersection flags (B, 528) and plane crossings (B, 528) of the (edge, face) pairs, public rule.
+
+    Only the pairs whose edge meets the plane inside the polygon's bounding box (a few in ten) get the
+    point-in-polygon test."""
     e, f = L.pierce_pairs[:, 0], L.pierce_pairs[:, 1]
     P, Q = vertices[:, L.edge_ends[e, 0]], vertices[:, L.edge_ends[e, 1]]
-    nf, df = n[:, f], d[:, f]
     with np.errstate(invalid="ignore", divide="ignore"):
-        ad = np.einsum("...i,...i->...", P, nf) - df
-        bd = np.einsum("...i,...i->...", Q, nf) - df
+        S = np.matmul(vertices, np.swapaxes(n, 1, 2)) - d[:, None, :]          # (B, 44, 12) distances
+        ad, bd = S[:, L.edge_ends[e, 0], f], S[:, L.edge_ends[e, 1], f]
         plane_cross = ad * bd < 0
-        X = (ad[..., None] * Q - bd[..., None] * P) / np.where(plane_cross, ad - bd, 1.0)[..., None]
         corners3d = vertices[:, L.corners]
         low, high = corners3d.min(axis=2)[:, f], corners3d.max(axis=2)[:, f]
         boxes = ~((np.maximum(P, Q) < low).any(-1) | (np.minimum(P, Q) > high).any(-1))
-        inside, on_edge = _public_inside(_project(X, u[:, f], v[:, f]), polygons2d[:, f])
-    owners = L.edge_faces[e]
-    across = L.neighbours[f][np.arange(len(f))[None, :], (on_edge - 1) % LINK_LENGTH]   # polygon edge (i-1, i)
-    crossing_already = (on_edge >= 0) & ((across == owners[None, :, 0]) | (across == owners[None, :, 1]))
-    return plane_cross & boxes & inside & ~crossing_already, plane_cross
+        oi, oj = L.edge_faces[e, 0], L.edge_faces[e, 1]
+        a1, b1, a2, b2 = L.rim.reshape(4, -1)
+        rim = (S[:, a1, oj] * S[:, b1, oj] < 0) | (S[:, a2, oi] * S[:, b2, oi] < 0)
+        row, pair = np.nonzero(plane_cross & boxes & ~rim)
+        a, b = ad[row, pair, None], bd[row, pair, None]
+        X = (a * Q[row, pair] - b * P[row, pair]) / (a - b)
+        face = f[pair]
+        skip = L.skip.reshape(-1, LINK_LENGTH)[pair]
+        inside = _public_inside(_project(X, u[row, face], v[row, face]), polygons2d[row, face], skip)[0]
+    pierce = np.zeros(plane_cross.shape, dtype=bool)
+    pierce[row, pair] = inside
+    return pierce, plane_cross
 
 # %% ../nbs/szrank/31_geometry.ipynb 44
-def _public_inside(points, polygons):
+def _public_inside(points, polygons, skip=None):
     """The public point-in-polygon test of points (..., 2) in polygons (..., 11, 2): (inside, on-edge index).
 
-    On-edge index i (or -1) is the first polygon edge (corner i-1, corner i) the point lies on."""
-    p1, p2 = polygons, np.roll(polygons, 1, axis=-2)          # edge i runs corner i-1 -> corner i
-    rel, seg = points[..., None, :] - p1, p2 - p1
-    t = np.clip(np.einsum("...i,...i->...", rel, seg) / np.einsum("...i,...i->...", seg, seg), 0.0, 1.0)
-    gap = rel - seg * t[..., None]
-    to_p2 = points[..., None, :] - p2
-    on = ((np.einsum("...i,...i->...", gap, gap) < PUBLIC_ON_EDGE_DIST2)
-          & (np.einsum("...i,...i->...", rel, rel) > PUBLIC_ON_EDGE_CORNER2)
-          & (np.einsum("...i,...i->...", to_p2, to_p2) > PUBLIC_ON_EDGE_CORNER2))
+    On-edge index i (or -1) is the first polygon edge (corner i-1, corner i) the point lies on.  `skip`
+    (..., 11) marks polygon edges k (corner k -> k+1) the point lies on the line of: they take no part."""
+    x, y = points[..., 0, None], points[..., 1, None]
+    x1, y1 = polygons[..., 0], polygons[..., 1]                            # edge i runs corner i-1 -> corner i
+    x2, y2 = np.roll(x1, 1, axis=-1), np.roll(y1, 1, axis=-1)
+    keep = True if skip is None else ~np.roll(skip, 1, axis=-1)             # edge i is layout edge i - 1
+    rx, ry, sx, sy = x - x1, y - y1, x2 - x1, y2 - y1
+    t = np.clip((rx * sx + ry * sy) / (sx * sx + sy * sy), 0.0, 1.0)
+    gx, gy, qx, qy = rx - sx * t, ry - sy * t, x - x2, y - y2
+    on = keep & ((gx * gx + gy * gy < PUBLIC_ON_EDGE_DIST2) & (rx * rx + ry * ry > PUBLIC_ON_EDGE_CORNER2)
+          & (qx * qx + qy * qy > PUBLIC_ON_EDGE_CORNER2))
     on_edge = np.where(on.any(-1), np.argmax(on, axis=-1), -1)
-    y = points[..., None, 1]
-    turn = (p2[..., 0] - p1[..., 0]) * (y - p1[..., 1]) - (p2[..., 1] - p1[..., 1]) * (points[..., None, 0] - p1[..., 0])
-    up = (p1[..., 1] <= y) & (p2[..., 1] > y) & (turn > 0)
-    down = (p1[..., 1] > y) & (p2[..., 1] <= y) & (turn < 0)
+    turn = sx * ry - sy * rx
+    up = keep & (y1 <= y) & (y2 > y) & (turn > 0)
+    down = keep & (y1 > y) & (y2 <= y) & (turn < 0)
     winding = up.sum(-1) - down.sum(-1)
     return (on_edge >= 0) | (np.abs(winding) == 1), on_edge
 

@@ -55,3 +55,37 @@ def test_public_rule_counts_near_misses_and_only_single_windings():
     assert np.abs(public.total - exact.total).mean() < 0.05 * np.median(exact.total)
     single = evaluate(normals[7], offsets[7], L)
     assert np.array_equal(single.cross[0], public.cross[7]) and np.array_equal(single.pierce[0], public.pierce[7])
+
+
+def test_fast_counts_equal_evaluate_with_and_without_numba(monkeypatch):
+    "count_totals (compiled when numba is there) gives evaluate's C, I and degenerate, configuration by configuration."
+    from szrank import fastcount
+    rng = np.random.default_rng(8)
+    for topology in (0, 42, 58):
+        L = layout(topology)
+        normals, offsets = random_planes(rng, 60)
+        normals[0, 1], offsets[0, 1] = normals[0, 0], offsets[0, 0]          # one degenerate configuration
+        offsets = offsets * rng.uniform(0.5, 3.0, offsets.shape)
+        want = evaluate(normals, offsets, L)
+        expected = np.stack([want.crossings, want.intersections, want.degenerate], axis=1)
+        assert np.array_equal(fastcount.count_totals(normals, offsets, L), expected)
+        monkeypatch.setattr(fastcount, "numba", None)
+        assert np.array_equal(fastcount.count_totals(normals, offsets, L), expected)
+        monkeypatch.undo()
+    for path in SHAPES:
+        topology, crossings, intersections = map(int, NAME.search(path.as_posix()).groups())
+        got = fastcount.count_totals(*fitted_planes(path, topology), layout(topology))
+        assert got.tolist() == [[crossings, intersections, 0]]
+
+
+def test_a_meet_on_a_rim_edge_near_its_corner_is_decided_by_the_planes_not_by_rounding():
+    "The same configuration in two float spellings (moved, scaled) gets the same counts from both evaluators."
+    from szrank.fastcount import count_totals
+    rng = np.random.default_rng(0)
+    normals, offsets = random_planes(rng, 300)
+    L = layout(42)
+    shift = np.array([0.3, -0.2, 0.1])
+    moved = evaluate(normals, 1.7 * (offsets + normals @ shift), L)
+    base = evaluate(normals, offsets, L)
+    assert np.array_equal(base.intersections, moved.intersections)
+    assert np.array_equal(count_totals(normals, offsets, L)[:, 1], base.intersections)
