@@ -5,11 +5,13 @@
 # %% ../nbs/szrank/24_modelfile.ipynb 2
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import math
 import struct
+import sys
 import zlib
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -17,13 +19,14 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from szrank.common import atomic_write
-from szrank.errors import SzrankError
+from szrank.errors import INTERRUPTED, SzrankError
 
 # %% auto 0
 __all__ = ['MODEL_MAGIC', 'MODEL_FORMAT_VERSION', 'FEATURE_FORMAT_VERSION', 'OBJECTIVE_VERSION', 'MODEL_HEADER_BYTES',
            'MODEL_HEADER', 'FLAG_GATE_OVERRIDDEN', 'HEADER_CRC_OFFSET', 'NO_HEADER_CRC', 'HEADER_METRICS',
            'FIXED_FIELDS', 'header_crc32', 'member_tensors', 'tensor_bytes', 'serialize_model', 'ModelFileError',
-           'ModelHeader', 'ModelFile', 'load_model', 'report_bytes', 'publish_model']
+           'ModelHeader', 'ModelFile', 'load_model', 'report_bytes', 'PublishInterrupted', 'publish_model',
+           'current_report', 'reconcile_report']
 
 # %% ../nbs/szrank/24_modelfile.ipynb 4
 from szrank.architecture import (ATTENTION_HEADS, ENSEMBLE_SIZE, FACE_COUNT, FACE_FEATURES, FEED_FORWARD_WIDTH,
@@ -237,18 +240,48 @@ def report_bytes(report: dict) -> bytes:
     return (json.dumps(report, ensure_ascii=False, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 # %% ../nbs/szrank/24_modelfile.ipynb 27
+class PublishInterrupted(KeyboardInterrupt):
+    "Ctrl-C (or SIGTERM) during `publish_model`; the message says what `current.sztf` now holds."
+    status = INTERRUPTED
+    current_changed = False
+
+
+def _file_digest(path: Path) -> str | None:
+    "SHA-256 hex of a file, None if it does not exist."
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+# %% ../nbs/szrank/24_modelfile.ipynb 29
 def publish_model(output_directory: Path, model_bytes: bytes, report: dict,
                   curves: dict | None = None) -> tuple[str, Path]:
     """Publish an immutable generation and make it current; returns `(sha256 hex, generation path)`.
 
     `curves` (the plot curves of the reporting metrics) go to `curves_<sha256>.json` and
-    `curves.json`, so `report.json` keeps the seed's size."""
+    `curves.json`, so `report.json` keeps the seed's size.  A failed write is a `WriteError` naming
+    the file; an interrupt is a `PublishInterrupted` saying whether `current.sztf` changed."""
     output_directory = Path(output_directory)
-    output_directory.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256(model_bytes).hexdigest()
     generation_path = output_directory / f"model_{digest}.sztf"
+    try:
+        _publish_steps(output_directory, model_bytes, report, curves, digest, generation_path)
+    except KeyboardInterrupt as exc:
+        changed = _file_digest(output_directory / "current.sztf") == digest
+        error = PublishInterrupted(
+            f"interrupted while publishing: current.sztf is now generation {digest}; report.json is reconciled with "
+            f"it by the next run (its report is report_{digest}.json)" if changed else
+            "interrupted while publishing: current.sztf was not changed")
+        error.status, error.current_changed = getattr(exc, "status", INTERRUPTED), changed
+        raise error from None
+    return digest, generation_path
+
+
+def _publish_steps(output_directory: Path, model_bytes: bytes, report: dict, curves: dict | None, digest: str,
+                   generation_path: Path) -> None:
+    "The four steps of `publish_model` (and the curves beside them)."
     if generation_path.exists():
-        existing_digest = hashlib.sha256(generation_path.read_bytes()).hexdigest()
+        existing_digest = _file_digest(generation_path)
         if existing_digest != digest:
             raise RuntimeError(f"{generation_path}: immutable model generation holds different bytes "
                                f"(SHA-256 {existing_digest}); it is corrupt, move it aside before publishing")
@@ -266,4 +299,37 @@ def publish_model(output_directory: Path, model_bytes: bytes, report: dict,
     atomic_write(output_directory / "report.json", payload)
     if curves is not None:
         atomic_write(output_directory / "curves.json", report_bytes(curves))
-    return digest, generation_path
+
+# %% ../nbs/szrank/24_modelfile.ipynb 31
+def current_report(output_directory: Path) -> dict:
+    "The report of the model in `current.sztf` (never the previous model's, whatever a kill left in `report.json`)."
+    output_directory = Path(output_directory)
+    digest = _file_digest(output_directory / "current.sztf")
+    if digest is None:
+        raise ModelFileError(f"{output_directory / 'current.sztf'}: no model has been published here")
+    for path in (output_directory / "report.json", output_directory / f"report_{digest}.json"):
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            report = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(report, dict) and report.get("model_digest_sha256") == digest:
+                return report
+    raise ModelFileError(f"{output_directory / 'current.sztf'}: no report names its generation {digest} "
+                         f"(report_{digest}.json is missing); republish the model")
+
+
+def reconcile_report(output_directory: Path) -> bool:
+    "Make `report.json` (and `curves.json`) describe `current.sztf` again after a kill; True if it was repaired."
+    output_directory = Path(output_directory)
+    digest = _file_digest(output_directory / "current.sztf")
+    report_path = output_directory / "report.json"
+    with contextlib.suppress(FileNotFoundError, ValueError, AttributeError):
+        if digest is None or json.loads(report_path.read_text(encoding="utf-8")).get("model_digest_sha256") == digest:
+            return False
+    generation_report = output_directory / f"report_{digest}.json"
+    if not generation_report.exists():
+        return False
+    atomic_write(report_path, generation_report.read_bytes())
+    if (output_directory / f"curves_{digest}.json").exists():
+        atomic_write(output_directory / "curves.json", (output_directory / f"curves_{digest}.json").read_bytes())
+    print(f"{report_path}: described a previous model (a run was killed while publishing); restored the report "
+          f"of current.sztf, generation {digest}", file=sys.stderr, flush=True)
+    return True

@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import select
 import shlex
 import signal
 import subprocess
@@ -22,19 +23,21 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from szrank.common import fsync_directory
-from szrank.errors import ConfigError, SzrankError, ToolError
+from szrank.common import fsync_directory, write_failure
+from szrank.errors import INTERRUPTED, ConfigError, SzrankError, ToolError
 from szrank.stream import (EXPECTED_RECORD_SIZE, EXPORT_HEADER, EXPORT_MAGIC, EXPORT_VERSION, RECORD_DTYPE,
                            TOPOLOGY_COUNT, StreamFormatError, run_key, run_keys,
                            validate_stream_header)
 
 # %% auto 0
 __all__ = ['REPORT_TRAIN_RUN', 'REPORT_VALIDATION_RUN', 'REPORT_TEST_RUN', 'REPORT_STRESS_RUN', 'SPLIT_RUNS', 'SPLIT_NAMES',
-           'DEPLOYMENT_EXTRA', 'SCAN_CHUNK_RECORDS', 'EXPORTER_STOP_SECONDS', 'EXPORTER_NICENESS', 'NOTHING_WRITTEN',
-           'SplitRunsError', 'normalize_split_runs', 'load_split_runs', 'SnapshotInfo', 'SnapshotError', 'HeaderError',
+           'DEPLOYMENT_EXTRA', 'SCAN_CHUNK_RECORDS', 'EXPORTER_STOP_SECONDS', 'EXPORTER_NICENESS',
+           'EXPORTER_TIMEOUT_SECONDS', 'EXPORTER_EXIT_SECONDS', 'POLL_SECONDS', 'NOTHING_WRITTEN', 'SplitRunsError',
+           'normalize_split_runs', 'load_split_runs', 'SnapshotInfo', 'SnapshotError', 'HeaderError',
            'PartialRecordError', 'UnknownRunError', 'MissingSplitError', 'ExporterError', 'ExportInterrupted',
            'RecordValueError', 'record_value_fault', 'CorpusScan', 'inspect_snapshot', 'exporter_argv', 'describe_exit',
-           'stop_process', 'lower_child_priority', 'exporter_command', 'create_training_snapshot', 'inspect_command']
+           'stop_process', 'lower_child_priority', 'TimedPipe', 'exporter_command', 'create_training_snapshot',
+           'inspect_command']
 
 # %% ../nbs/szrank/11_snapshot.ipynb 4
 # Whole-run split fixed for the first 6.5 GB corpus. Never split individual
@@ -175,6 +178,7 @@ class ExporterError(ToolError):
 # %% ../nbs/szrank/11_snapshot.ipynb 18
 class ExportInterrupted(KeyboardInterrupt):
     "Ctrl-C while exporting: the exporter was stopped and the partial snapshot removed."
+    status = INTERRUPTED   # `Terminated` (SIGTERM) during an export sets TERMINATED
 
 # %% ../nbs/szrank/11_snapshot.ipynb 20
 SCAN_CHUNK_RECORDS = 4096           # 7.5 MB per read: large sequential reads, bounded memory
@@ -329,6 +333,9 @@ def inspect_snapshot(path: str | os.PathLike, compute_digest: bool = True, inclu
 # %% ../nbs/szrank/11_snapshot.ipynb 32
 EXPORTER_STOP_SECONDS = 5.0         # grace between SIGTERM and SIGKILL for a stopped exporter
 EXPORTER_NICENESS = 5               # the seed's os.nice(5): the export yields to interactive work
+EXPORTER_TIMEOUT_SECONDS = 600.0    # 10 minutes without a byte: far beyond any archive seek, surely a hang
+EXPORTER_EXIT_SECONDS = 60.0        # an exporter that closed its output has finished; a minute to exit is ample
+POLL_SECONDS = 1.0                  # how often a wait for the next byte checks whether the exporter has exited
 NOTHING_WRITTEN = "no snapshot was written"
 
 # %% ../nbs/szrank/11_snapshot.ipynb 33
@@ -354,19 +361,26 @@ def describe_exit(return_code: int) -> str:
     return f"exited with status {return_code}"
 
 # %% ../nbs/szrank/11_snapshot.ipynb 35
-def stop_process(process: subprocess.Popen, grace: float | None = None) -> None:
-    "Terminate `process`, kill it if it is still there after `grace` (default `EXPORTER_STOP_SECONDS`), reap it."
-    if process.poll() is not None:
-        return
+def stop_process(process: subprocess.Popen, grace: float | None = None, group: bool = False) -> None:
+    """Terminate `process`, kill it if it is still there after `grace` (default `EXPORTER_STOP_SECONDS`), reap it.
+
+    `group=True` (a process started in a session of its own) signals its whole
+    process group, so helpers it started stop too, even once it has exited."""
     grace = EXPORTER_STOP_SECONDS if grace is None else grace
-    with contextlib.suppress(ProcessLookupError):
-        process.terminate()
+    posix_group = group and os.name != "nt"
+    if process.poll() is not None and not posix_group:
+        return
+    def send(sig) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sig) if posix_group else process.send_signal(sig)
+    send(signal.SIGTERM)
     try:
         process.wait(timeout=grace)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        process.wait()
+        pass
+    if posix_group or process.poll() is None:
+        send(signal.SIGKILL)           # the group's stragglers, or a leader that ignored SIGTERM
+    process.wait()
 
 # %% ../nbs/szrank/11_snapshot.ipynb 36
 def lower_child_priority(process: subprocess.Popen) -> None:
@@ -379,13 +393,16 @@ def lower_child_priority(process: subprocess.Popen) -> None:
 
 # %% ../nbs/szrank/11_snapshot.ipynb 37
 def _start_exporter(command: list[str], cwd, name: str) -> subprocess.Popen:
-    "Start the exporter with stdout piped, below normal priority; a start failure is an `ExporterError`."
-    flags = getattr(subprocess, "BELOW_NORMAL_PRIORITY_CLASS", 0) if os.name == "nt" else 0
+    "Start the exporter in its own session, stdout piped, below normal priority; a start failure is an `ExporterError`."
+    flags = 0
+    if os.name == "nt":
+        flags = getattr(subprocess, "BELOW_NORMAL_PRIORITY_CLASS", 0) | getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
     try:
         # Unbuffered pipe: each read returns what has arrived, so a bad record is
-        # seen (and the exporter stopped) as soon as it is written.
+        # seen (and the exporter stopped) as soon as it is written.  Its own
+        # session: stopping the group stops whatever the exporter started.
         process = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=None, bufsize=0, creationflags=flags)
+                                   stderr=None, bufsize=0, creationflags=flags, start_new_session=os.name != "nt")
     except OSError as exc:
         raise ExporterError(f"{name}: cannot start exporter {command[0]!r}: {exc.strerror or exc}; "
                             f"{NOTHING_WRITTEN}") from None
@@ -393,11 +410,51 @@ def _start_exporter(command: list[str], cwd, name: str) -> subprocess.Popen:
     return process
 
 # %% ../nbs/szrank/11_snapshot.ipynb 38
-def _read_stream_header(process: subprocess.Popen, output, name: str) -> int:
+class TimedPipe:
+    "The exporter's stdout, read with bounded waits: `readinto` raises `ExporterError` instead of waiting forever."
+
+    def __init__(self, process: subprocess.Popen, timeout: float | None, name: str):
+        self.process, self.timeout, self.name = process, timeout, name
+        self.received = 0
+        self.pollable = os.name != "nt" and bool(timeout)
+
+    def readinto(self, view) -> int:
+        if self.pollable:
+            self._wait_for_data()
+        n = self.process.stdout.readinto(view)
+        self.received += n or 0
+        return n
+
+    def _wait_for_data(self) -> None:
+        waited, exited_at = 0.0, None
+        while not select.select([self.process.stdout], [], [], min(POLL_SECONDS, self.timeout - waited))[0]:
+            waited += POLL_SECONDS
+            if exited_at is None and self.process.poll() is not None:
+                exited_at = waited
+            if exited_at is not None and waited - exited_at >= EXPORTER_EXIT_SECONDS:
+                raise ExporterError(f"{self.name}: exporter {describe_exit(self.process.returncode)} after "
+                                    f"{self.received:,} bytes but its output is still held open (by a process it "
+                                    f"started?); stopped its process group, {NOTHING_WRITTEN}")
+            if waited >= self.timeout:
+                raise ExporterError(f"{self.name}: exporter wrote nothing for {self.timeout:g} s after "
+                                    f"{self.received:,} bytes (--exporter-timeout); stopped it and its process "
+                                    f"group, {NOTHING_WRITTEN}")
+
+# %% ../nbs/szrank/11_snapshot.ipynb 40
+def _exit_status(process: subprocess.Popen, name: str, received: str) -> int:
+    "The exporter's exit status once its output ended, waiting at most `EXPORTER_EXIT_SECONDS`."
+    try:
+        return process.wait(timeout=EXPORTER_EXIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise ExporterError(f"{name}: exporter closed its output after {received} but had not exited "
+                            f"{EXPORTER_EXIT_SECONDS:g} s later; stopped its process group, {NOTHING_WRITTEN}") from None
+
+# %% ../nbs/szrank/11_snapshot.ipynb 41
+def _read_stream_header(process: subprocess.Popen, pipe: TimedPipe, output, name: str) -> int:
     "Read, check and copy the stream header; returns the record size."
     header = bytearray(EXPORT_HEADER.size)
-    got = _read_into(process.stdout, memoryview(header))
-    if got < len(header) and process.wait() != 0:
+    got = _read_into(pipe, memoryview(header))
+    if got < len(header) and _exit_status(process, name, f"{got} bytes") != 0:
         raise ExporterError(f"{name}: exporter {describe_exit(process.returncode)} before writing the "
                             f"stream header; {NOTHING_WRITTEN}")
     try:
@@ -407,14 +464,14 @@ def _read_stream_header(process: subprocess.Popen, output, name: str) -> int:
     output.write(header)
     return record_size
 
-# %% ../nbs/szrank/11_snapshot.ipynb 39
-def _copy_records(process: subprocess.Popen, output, scan: CorpusScan, record_size: int, bar) -> int:
+# %% ../nbs/szrank/11_snapshot.ipynb 42
+def _copy_records(pipe: TimedPipe, output, scan: CorpusScan, record_size: int, bar) -> int:
     "Copy the exporter's records to `output`, scanning each whole record; returns the bytes of a trailing partial one."
     buffer = bytearray(SCAN_CHUNK_RECORDS * record_size)
     view = memoryview(buffer)
     filled = 0
     while True:
-        n = process.stdout.readinto(view[filled:])
+        n = pipe.readinto(view[filled:])
         if not n:
             return filled
         output.write(view[filled:filled + n])
@@ -426,14 +483,16 @@ def _copy_records(process: subprocess.Popen, output, scan: CorpusScan, record_si
                 scan.add(view[:whole])
             except UnknownRunError as exc:
                 raise UnknownRunError(f"{exc}; exporter stopped, {NOTHING_WRITTEN}") from None
+            except RecordValueError as exc:
+                raise RecordValueError(f"{exc}; exporter stopped, {NOTHING_WRITTEN}") from None
             buffer[:filled - whole] = buffer[whole:filled]
             filled -= whole
 
-# %% ../nbs/szrank/11_snapshot.ipynb 40
+# %% ../nbs/szrank/11_snapshot.ipynb 43
 def _check_export(process: subprocess.Popen, scan: CorpusScan, partial: int, record_size: int,
                   split_runs: Mapping[str, str], name: str) -> None:
-    "After the stream ended: the exporter exited 0, no partial record, every split has records."
-    return_code = process.wait()
+    "After the stream ended: the exporter exited 0 (within `EXPORTER_EXIT_SECONDS`), no partial record, every split has records."
+    return_code = _exit_status(process, name, f"{scan.record_count:,} records")
     if return_code != 0:
         raise ExporterError(f"{name}: exporter {describe_exit(return_code)} after {scan.record_count:,} "
                             f"records; its output is incomplete, {NOTHING_WRITTEN}")
@@ -447,7 +506,7 @@ def _check_export(process: subprocess.Popen, scan: CorpusScan, partial: int, rec
                                 + ", ".join(f"{m} (run {split_runs[m]})" for m in missing)
                                 + f": the exporter did not export them; {NOTHING_WRITTEN}")
 
-# %% ../nbs/szrank/11_snapshot.ipynb 41
+# %% ../nbs/szrank/11_snapshot.ipynb 44
 def exporter_command(exporter, archive_root, split_runs: Mapping[str, str], includes_additional_runs: bool) -> list:
     "The seed's exporter argv: the exporter, `--root ARCHIVE`, and one `--include-run` per split run."
     command = exporter_argv(exporter) + ["--root", os.fspath(archive_root)]
@@ -456,12 +515,17 @@ def exporter_command(exporter, archive_root, split_runs: Mapping[str, str], incl
             command.extend(["--include-run", run_id])
     return command
 
-# %% ../nbs/szrank/11_snapshot.ipynb 42
+# %% ../nbs/szrank/11_snapshot.ipynb 45
 def create_training_snapshot(archive_root: str | os.PathLike, exporter: str | os.PathLike | Sequence[str],
                              snapshot_directory: str | os.PathLike, includes_additional_runs: bool,
                              split_runs: Mapping[str, str] | None = None, cwd: str | os.PathLike | None = None,
-                             progress: bool | None = None) -> SnapshotInfo:
-    "Run the exporter and keep its stream as an immutable, validated snapshot; nothing is left on failure."
+                             progress: bool | None = None, exporter_timeout: float | None = EXPORTER_TIMEOUT_SECONDS,
+                             on_start: Callable[[Path], None] | None = None) -> SnapshotInfo:
+    """Run the exporter and keep its stream as an immutable, validated snapshot; nothing is left on failure.
+
+    `exporter_timeout`: seconds without a byte before the exporter counts as hung (None: wait forever).
+    `on_start(path)` is called with the snapshot's final path before the exporter starts (so that a
+    lock can record it, and the next run remove it should this process be killed)."""
     from tqdm import tqdm
     split_runs = normalize_split_runs(split_runs)
     command = exporter_command(exporter, archive_root, split_runs, includes_additional_runs)
@@ -471,34 +535,42 @@ def create_training_snapshot(archive_root: str | os.PathLike, exporter: str | os
     partial_path = snapshot_directory / f"{base}.sztx.partial"
     final_path = snapshot_directory / f"{base}.sztx"
     name = str(final_path)
+    if on_start is not None:
+        on_start(final_path)
     print(f"Exporting an immutable training snapshot: {shlex.join(command)}", file=sys.stderr, flush=True)
     process = _start_exporter(command, cwd, name)
+    pipe = TimedPipe(process, exporter_timeout, name)
     scan = CorpusScan(name, split_runs, includes_additional_runs)
     try:
         with partial_path.open("wb") as output, \
              tqdm(unit="B", unit_scale=True, desc="export", leave=False, file=sys.stderr,
                   disable=not progress if progress is not None else None) as bar:
-            record_size = _read_stream_header(process, output, name)
-            partial = _copy_records(process, output, scan, record_size, bar)
+            record_size = _read_stream_header(process, pipe, output, name)
+            partial = _copy_records(pipe, output, scan, record_size, bar)
             _check_export(process, scan, partial, record_size, split_runs, name)
             output.flush()
             os.fsync(output.fileno())
         os.replace(partial_path, final_path)
         fsync_directory(snapshot_directory)
         return scan.finish(final_path, created_by_trainer=True)
-    except KeyboardInterrupt:
-        stop_process(process)
-        raise ExportInterrupted(f"{name}: interrupted after {scan.record_count:,} records; exporter stopped, "
-                                f"{NOTHING_WRITTEN}") from None
+    except KeyboardInterrupt as exc:      # Ctrl-C, or SIGTERM as `Terminated`: same clean-up, its own status
+        stop_process(process, group=True)
+        interrupted = ExportInterrupted(f"{name}: interrupted after {scan.record_count:,} records; exporter stopped, "
+                                        f"{NOTHING_WRITTEN} (its whole process group was stopped)")
+        interrupted.status = getattr(exc, "status", INTERRUPTED)
+        raise interrupted from None
+    except OSError as exc:                # the partial file: a full disk, a vanished directory
+        stop_process(process, group=True)
+        raise write_failure(partial_path, exc) from None
     except BaseException:
-        stop_process(process)
+        stop_process(process, group=True)
         raise
     finally:
         process.stdout.close()
         with contextlib.suppress(FileNotFoundError):
             partial_path.unlink()
 
-# %% ../nbs/szrank/11_snapshot.ipynb 46
+# %% ../nbs/szrank/11_snapshot.ipynb 49
 def inspect_command(parser: argparse.ArgumentParser) -> Callable:
     "`szrank inspect PATH [--split-runs F] [--deployment-all-runs] [--json]`: validate and describe a snapshot."
     parser.add_argument("path", metavar="PATH", type=Path, help="an SZTXP001 snapshot (.sztx)")

@@ -16,6 +16,7 @@ from typing import Sequence
 
 from szrank.common import DEVICE_CHOICES
 from szrank.errors import ConfigError
+from szrank.snapshot import EXPORTER_TIMEOUT_SECONDS
 
 # %% auto 0
 __all__ = ['DESCRIPTION', 'DEFAULT_SEED', 'EXPORTER_NAME', 'EXPORTER_BUILDS', 'TrainConfig', 'add_train_arguments', 'parse_args',
@@ -36,6 +37,7 @@ class TrainConfig:
     snapshot: str | None = None
     snapshot_directory: str = "runtime/transformer_training"
     keep_snapshot: bool = False
+    exporter_timeout: float = EXPORTER_TIMEOUT_SECONDS  # seconds without a byte: the exporter is hung
     deployment_all_runs: bool = False
     output_directory: str = "results/search/neural/transformer"
     seed: int = DEFAULT_SEED
@@ -70,6 +72,9 @@ def _add_path_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--snapshot-directory", default="runtime/transformer_training",
                         help="temporary fixed-stream snapshot directory")
     parser.add_argument("--keep-snapshot", action="store_true", help="retain generated snapshot")
+    parser.add_argument("--exporter-timeout", type=float, default=EXPORTER_TIMEOUT_SECONDS, metavar="SECONDS",
+                        help="stop the exporter (and its process group) after this long without a byte; "
+                             f"default {EXPORTER_TIMEOUT_SECONDS:g}")
     parser.add_argument("--deployment-all-runs", action="store_true",
                         help=("include every sealed run in final deployment retraining while keeping the four "
                               "fixed reporting splits; intended for the later full-corpus/200 GB retrain"))
@@ -138,6 +143,8 @@ def validate_config(config: TrainConfig) -> None:
         value = float(getattr(config, name))
         if not math.isfinite(value) or value <= 0.0:
             raise ConfigError(f"--{name.replace('_', '-')} must be positive and finite")
+    if not math.isfinite(config.exporter_timeout) or config.exporter_timeout <= 0.0:
+        raise ConfigError(f"--exporter-timeout {config.exporter_timeout}: must be a positive, finite number of seconds")
     if not math.isfinite(config.gain_clip) or config.gain_clip < 0.0:
         raise ConfigError("--gain-clip must be finite and non-negative")
     if config.threads is not None and config.threads < 1:
