@@ -14,8 +14,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from suvi_fill import dataset, fits, paths, segments
-from suvi_fill.errors import SuviFillError
+from suvi_fill import coding, dataset, fits, paths, segments
+from suvi_fill.errors import MissingData, OptionError
 from suvi_fill.files import atomic_write_json
 
 # %% auto 0
@@ -30,7 +30,7 @@ SENTINEL_FRACTION = 0.5
 #: Pixels at/above SAT_THR over more than this share of the frame reject it.
 SATURATED_MAX_FRACTION = 0.01
 
-
+# %% ../nbs/suvi_fill/21_ingest.ipynb 5
 def vet(data, header) -> int:
     "The quality code of a frame read from a file: `dataset.CLEAN` or the reason it is not kept."
     if header.empty or data.size == 0 or header.exptime == 0 or header.eclipse:
@@ -46,12 +46,12 @@ def vet(data, header) -> int:
         mode = uniques[np.argmax(counts)]
         if np.count_nonzero(values == mode) > SENTINEL_FRACTION * values.size:
             return dataset.SENTINEL
-    threshold = header.sat_thr if math.isfinite(header.sat_thr) and header.sat_thr > 0 else dataset.SATURATION
+    threshold = header.sat_thr if math.isfinite(header.sat_thr) and header.sat_thr > 0 else coding.SATURATION
     if np.count_nonzero(values >= threshold) > SATURATED_MAX_FRACTION * data.size:
         return dataset.SATURATED
     return dataset.CLEAN
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 6
+# %% ../nbs/suvi_fill/21_ingest.ipynb 7
 def place(data, header, resolution: int) -> np.ndarray:
     "Radiance `data` of `header` resampled onto the corpus grid: float32 (resolution, resolution)."
     data = np.asarray(data, dtype=np.float32)
@@ -75,7 +75,7 @@ def place(data, header, resolution: int) -> np.ndarray:
                           flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
                           borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 10
+# %% ../nbs/suvi_fill/21_ingest.ipynb 11
 #: Corpus resolution when --resolution is not given: the source's, at most this.
 MAX_DEFAULT_RESOLUTION = 640
 REPORT = "build_report.json"
@@ -86,11 +86,11 @@ def find_sources(source) -> list:
     "SUVI L2 candidates under `source` (recursively), sorted by name."
     source = Path(source)
     if not source.is_dir():
-        raise SuviFillError(f"--source {source}: not a directory of SUVI L2 FITS files")
+        raise OptionError(f"--source {source}: not a directory of SUVI L2 FITS files")
     return sorted((p for p in source.rglob("*") if p.is_file() and p.name.lower().endswith(FITS_SUFFIXES)),
                   key=lambda p: (p.name, str(p)))
 
-
+# %% ../nbs/suvi_fill/21_ingest.ipynb 12
 def build(source, out, resolution=None, progress: bool = True, span_min: int = segments.SPAN_MIN,
           split_stretch: int = 0) -> dict:
     """Ingest every SUVI L2 file under `source` into shards and a manifest in `out`; returns the build report.
@@ -119,12 +119,12 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
             continue
         groups[(paths.day_of_slot(name.slot), name.satellite)].append((name.slot, name.band, path))
     if not groups:
-        raise SuviFillError(f"--source {source}: no SUVI L2 files (dr_suvi-l2-ci*_g*_s*_e*_v*.fits) found")
+        raise MissingData(f"--source {source}: no SUVI L2 files (dr_suvi-l2-ci*_g*_s*_e*_v*.fits) found")
     if resolution is None:
         resolution = _source_resolution(groups)
     resolution = int(resolution)
     if not 8 <= resolution <= 4096:
-        raise SuviFillError(f"--resolution {resolution}: must be between 8 and 4096 pixels")
+        raise OptionError(f"--resolution {resolution}: must be between 8 and 4096 pixels")
     days = paths.days_from(min(d for d, _ in groups), (paths.as_day(max(d for d, _ in groups))
                                                         - paths.as_day(min(d for d, _ in groups))).days + 1)
     satellites = sorted({s for _, s in groups})
@@ -165,7 +165,7 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
     atomic_write_json(out / REPORT, report)
     return report
 
-
+# %% ../nbs/suvi_fill/21_ingest.ipynb 13
 def _source_resolution(groups) -> int:
     for members in groups.values():
         for _, _, path in members:
@@ -174,9 +174,9 @@ def _source_resolution(groups) -> int:
             except (ValueError, OSError):
                 continue
             return min(MAX_DEFAULT_RESOLUTION, int(header.shape[1]))
-    raise SuviFillError("no readable SUVI L2 file to take the corpus resolution from; give --resolution")
+    raise MissingData("no readable SUVI L2 file to take the corpus resolution from; give --resolution")
 
-
+# %% ../nbs/suvi_fill/21_ingest.ipynb 14
 def _ingest_one(writer, slot, band, path, resolution, report) -> None:
     b = paths.BAND_INDEX[band]
     try:
@@ -200,14 +200,14 @@ def _ingest_one(writer, slot, band, path, resolution, report) -> None:
         report["degraded"] += int(header.degraded)
         placed = place(data, header, resolution)
         radius = header.radius_arcsec / dataset.plate_scale(resolution)
-        if not writer.add(slot, b, dataset.encode(placed), time=paths.unix_seconds(header.time),
+        if not writer.add(slot, b, coding.encode(placed), time=paths.unix_seconds(header.time),
                           b0=header.b0, radius=radius):
             return                                    # duplicate: counted by the writer
     else:
         writer.mark(slot, b, code)
     report["reasons"][dataset.QUALITY_NAMES[code]] += 1
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 12
+# %% ../nbs/suvi_fill/21_ingest.ipynb 16
 def build_command(parser):
     "`suvi-fill build --source DIR --out SHARDS [--resolution PX]`."
     parser.add_argument("--source", required=True, type=Path, help="directory of SUVI L2 FITS files (searched recursively)")
@@ -224,7 +224,7 @@ def build_command(parser):
 
     def run(args) -> int:
         if args.split_stretch < 0:
-            raise SuviFillError(f"--split-stretch {args.split_stretch}: must be 0 or a positive slot count")
+            raise OptionError(f"--split-stretch {args.split_stretch}: must be 0 or a positive slot count")
         report = build(args.source, args.out, args.resolution, progress=not args.no_progress, span_min=args.span_min,
                        split_stretch=args.split_stretch)
         reasons = ", ".join(f"{k} {v}" for k, v in report["reasons"].items() if v)
