@@ -150,7 +150,7 @@ class Corpus:
         its shards are in `shards_dir` (default: beside the manifest).  Raises `MissingData`
         for a missing directory or manifest, `InvalidData` naming the file and field otherwise."""
         where = Path(where)
-        if not where.exists() and where.name != MANIFEST:
+        if not where.exists() and where.suffix != ".json":
             raise MissingData(f"{where}: not a directory ({REBUILD})")
         path = where / MANIFEST if where.is_dir() else where
         record = _read_json(path)

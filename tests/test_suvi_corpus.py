@@ -81,6 +81,8 @@ def test_missing_things(built, tmp_path):
         Corpus.open(tmp_path)
     with pytest.raises(FileNotFoundError, match="not a directory"):
         Corpus.open(tmp_path / "nope")
+    with pytest.raises(MissingData, match="old_manifest.json: no manifest"):
+        Corpus.open(tmp_path / "old_manifest.json")
     corpus = Corpus.open(_edited(built, tmp_path, lambda m: m["segments"].pop("val")), shards_dir=built)
     with pytest.raises(InvalidData, match="'segments' has no 'val' split"):
         corpus.split("val")
