@@ -22,13 +22,14 @@ from szrank.archive import (EVENT_DTYPE, METRIC_AT_INFINITY, METRIC_DEGENERATE, 
 from szrank.errors import ConfigError
 from szrank.geometry import FACE_COUNT, _frame, evaluate, layout, plane_bases, random_planes, unit_planes
 from szrank.topology import TOPOLOGY_COUNT
+from szrank.fastcount import count_totals
 
 # %% auto 0
 __all__ = ['MOVE_COUNT', 'SCALE_COUNT', 'MOVE_NAMES', 'STEPS', 'BLENDS', 'TEMPERATURE_START', 'TEMPERATURE_END',
            'POLICY_TEMPERATURE', 'UNIFORM_FLOOR', 'START_ATTEMPTS', 'DEFAULT_REPLICAS', 'DEFAULT_ITERATIONS',
-           'DEFAULT_SHARD_EVENTS', 'apply_move', 'UniformPolicy', 'RankerPolicy', 'draw', 'RunSummary',
-           'temperature_at', 'random_start', 'rollout', 'run_search', 'run_searches', 'format_summaries',
-           'search_command']
+           'DEFAULT_SHARD_EVENTS', 'STRATEGIES', 'apply_move', 'UniformPolicy', 'RankerPolicy', 'draw', 'RunSummary',
+           'temperature_at', 'random_start', 'rollout', 'run_search', 'run_population', 'run_searches',
+           'format_summaries', 'search_command']
 
 # %% ../nbs/szrank/33_search.ipynb 3
 MOVE_COUNT = 5
@@ -44,6 +45,7 @@ START_ATTEMPTS = 1000                # random starts drawn until one has no dege
 DEFAULT_REPLICAS = 4
 DEFAULT_ITERATIONS = 8
 DEFAULT_SHARD_EVENTS = 256
+STRATEGIES = ("anneal", "population")   # single-plane annealing (logs every proposal) | the public solver's optimiser
 
 # %% ../nbs/szrank/33_search.ipynb 4
 def _rotate(vector, axis, angle):
@@ -142,6 +144,8 @@ class RunSummary:
     evaluations: int
     realisations: int
     seconds: float
+    best_evaluations: int = 0       # evaluations when best_total was first reached
+    strategy: str = "anneal"
 
 # %% ../nbs/szrank/33_search.ipynb 14
 def _metric_flags(defects, row: int = 0) -> int:
@@ -190,9 +194,9 @@ def rollout(rng, normals, offsets, topology: int, replicas: int, iterations: int
         for r in range(replicas):
             trial_n[r], trial_d[r] = apply_move(current_n[r], current_d[r], int(rng.integers(FACE_COUNT)),
                                                 int(rng.integers(MOVE_COUNT)), int(rng.integers(SCALE_COUNT)), rng)
-        trial = evaluate(trial_n, trial_d, L)
+        counts = count_totals(trial_n, trial_d, L)            # the totals only: evaluate's C, I, degenerate
         evaluations += replicas
-        total = np.where(trial.feasible, trial.total, np.inf).astype(np.float64)
+        total = np.where(counts[:, 2] == 0, counts[:, 0] + counts[:, 1], np.inf).astype(np.float64)
         with np.errstate(over="ignore", invalid="ignore"):
             delta = total - current_total                   # inf - inf (both infeasible) is never accepted
             accept = np.isfinite(total) & ((delta <= 0) | (rng.random(replicas) < np.exp(-np.maximum(delta, 0) / temperature)))
@@ -208,11 +212,12 @@ def rollout(rng, normals, offsets, topology: int, replicas: int, iterations: int
 def run_search(archive: Path, topology: int | None = None, steps: int = 100, seed: int | None = None,
                run_index: int = 0, policy=None, replicas: int = DEFAULT_REPLICAS,
                iterations: int = DEFAULT_ITERATIONS, shard_events: int = DEFAULT_SHARD_EVENTS,
-               progress=None) -> RunSummary:
+               progress=None, budget: int | None = None) -> RunSummary:
     """One search run into `archive`: returns its summary.
 
     With `seed`, the run (its id, topology, start and every draw) is a deterministic function
-    of (seed, run_index); without, it is fresh.  `progress(k)` is called as steps complete."""
+    of (seed, run_index); without, it is fresh.  `progress(k)` is called as steps complete.  With
+    `budget`, the run also ends once it has used that many evaluations."""
     started = time.perf_counter()
     entropy = [seed, run_index] if seed is not None else None
     rng = np.random.default_rng(np.random.SeedSequence(entropy))
@@ -228,8 +233,8 @@ def run_search(archive: Path, topology: int | None = None, steps: int = 100, see
     anchor_n, anchor_d = random_start(rng, topology)
     anchor = evaluate(anchor_n, anchor_d, L)
     start_total = best_total = int(anchor.total[0])
-    evaluations, realisations = 1, 0
-    metadata = dict(topology=topology, seed=seed, run_index=run_index, steps=steps, replicas=replicas,
+    evaluations, realisations, best_at = 1, 0, 1
+    metadata = dict(topology=topology, seed=seed, run_index=run_index, steps=steps, budget=budget, replicas=replicas,
                     iterations=iterations, policy="ranker" if policy.guided else "uniform",
                     temperature_start=TEMPERATURE_START, temperature_end=TEMPERATURE_END)
     with RunWriter(Path(archive), run_id, metadata, shard_events) as writer:
@@ -271,64 +276,113 @@ def run_search(archive: Path, topology: int | None = None, steps: int = 100, see
             writer.append(event)
             realisations += int(realisation)
             if better:
-                best_total = result_total
+                best_total, best_at = result_total, evaluations
             if accepted:
                 anchor_n, anchor_d, anchor = result_n, result_d, result
             if progress is not None:
                 progress(1)
-    return RunSummary(str(run_id), topology, start_total, best_total, int(anchor.total[0]), steps, evaluations,
-                      realisations, round(time.perf_counter() - started, 2))
+            if budget is not None and evaluations >= budget:
+                break
+    return RunSummary(str(run_id), topology, start_total, best_total, int(anchor.total[0]), step + 1, evaluations,
+                      realisations, round(time.perf_counter() - started, 2), best_at)
 
 # %% ../nbs/szrank/33_search.ipynb 22
-def _worker(task):
-    archive, topology, steps, seed, index, model, replicas, iterations, shard_events, queue = task
-    policy = RankerPolicy(model) if model else UniformPolicy()
-    report = (lambda k: queue.put(k)) if queue is not None else None
-    return dataclasses.asdict(run_search(Path(archive), topology, steps, seed, index, policy, replicas, iterations,
-                                         shard_events, report))
+def run_population(archive: Path, topology: int | None, budget: int, seed: int | None = None, run_index: int = 0,
+                   progress=None) -> RunSummary:
+    """One population-strategy run (`szrank.population`): its run folder in `archive` holds the metadata and
+    `best.obj`, and no proposal events (it makes no single-plane moves for the ranker to learn)."""
+    from szrank.obj import write_obj
+    from szrank.population import population_search
+    # a third entropy word: the same (seed, run index) as an annealed run must not give the same run id
+    rng = np.random.default_rng(np.random.SeedSequence([seed, run_index, 1] if seed is not None else None))
+    run_id = uuid.UUID(bytes=rng.bytes(16), version=4)
+    if topology is None:
+        topology = int(rng.integers(TOPOLOGY_COUNT))
+    result = population_search(topology, budget, int(rng.integers(2 ** 63)), progress=progress)
+    metadata = dict(topology=topology, seed=seed, run_index=run_index, strategy="population", budget=budget,
+                    best_total=result.best_total, best_evaluations=result.best_evaluations,
+                    evaluations=result.evaluations, restarts=result.restarts, history=result.history)
+    with RunWriter(Path(archive), run_id, metadata) as writer:
+        write_obj(writer.directory / "best.obj", result.normals, result.offsets, topology)
+    return RunSummary(str(run_id), topology, result.history[0][1], result.best_total, result.best_total, 0,
+                      result.evaluations, int(result.best_total == 0), result.seconds, result.best_evaluations,
+                      "population")
 
 # %% ../nbs/szrank/33_search.ipynb 23
-def run_searches(archive: Path, runs: int, steps: int, seed: int | None = None, model: str | None = None,
+def _worker(task):
+    "One task in a worker process; progress goes to the queue (the last item of the task)."
+    queue = task[-1]
+    return _run_here(task[:-1], (lambda k: queue.put(k)) if queue is not None else None)
+
+# %% ../nbs/szrank/33_search.ipynb 24
+def _plan(strategy: str, runs: int, steps: int | None, budget: int | None, replicas: int, iterations: int) -> int:
+    "Checked settings; returns the steps per annealed run (from the budget when --steps is not given)."
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+    if runs <= 0 or (steps is not None and steps <= 0) or (budget is not None and budget <= 0):
+        raise ConfigError(f"--runs, --steps and --evaluations must be positive, got {runs}, {steps} and {budget}")
+    if strategy == "population" and budget is None:
+        raise ConfigError("--strategy population needs --evaluations (its budget ends the run)")
+    if steps is None and budget is None:
+        raise ConfigError("give --steps or --evaluations (or both: the run ends at whichever comes first)")
+    return steps if steps is not None else math.ceil(max(budget - 1, 1) / (1 + max(replicas * iterations, 0)))
+
+# %% ../nbs/szrank/33_search.ipynb 25
+def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None = None, model: str | None = None,
                  topology: int | None = None, replicas: int = DEFAULT_REPLICAS, iterations: int = DEFAULT_ITERATIONS,
                  workers: int | None = None, shard_events: int = DEFAULT_SHARD_EVENTS,
-                 show_progress: bool = True) -> list[RunSummary]:
+                 show_progress: bool = True, budget: int | None = None, strategy: str = "anneal") -> list[RunSummary]:
     "`runs` search runs into `archive`, in worker processes; summaries in run order."
     from tqdm.auto import tqdm
-    if runs <= 0 or steps <= 0:
-        raise ConfigError(f"--runs and --steps must be positive, got {runs} and {steps}")
+    steps = _plan(strategy, runs, steps, budget, replicas, iterations)
     if model:
         RankerPolicy(model)                                  # fail fast on a bad model file
     Path(archive).mkdir(parents=True, exist_ok=True)
     workers = max(1, min(runs, workers or os.cpu_count() or 1))
-    bar = tqdm(total=runs * steps, desc="szrank search", unit="step", disable=not show_progress)
+    unit, total = ("evaluation", runs * budget) if strategy == "population" else ("step", runs * steps)
+    bar = tqdm(total=total, desc=f"szrank search ({strategy})", unit=unit, disable=not show_progress)
+    tasks = [(str(archive), topology, steps, seed, i, model, replicas, iterations, shard_events, budget, strategy)
+             for i in range(runs)]
     try:
         if workers == 1:
-            policy = RankerPolicy(model) if model else UniformPolicy()
-            results = [dataclasses.asdict(run_search(Path(archive), topology, steps, seed, i, policy, replicas,
-                                                     iterations, shard_events, bar.update)) for i in range(runs)]
+            results = [_run_here(task, bar.update) for task in tasks]
         else:
-            import multiprocessing
-            import queue as queue_module
-            from concurrent.futures import ProcessPoolExecutor
-            context = multiprocessing.get_context("spawn")
-            with context.Manager() as manager:
-                queue = manager.Queue()
-                with ProcessPoolExecutor(workers, mp_context=context) as pool:
-                    futures = [pool.submit(_worker, (str(archive), topology, steps, seed, i, model, replicas,
-                                                     iterations, shard_events, queue)) for i in range(runs)]
-                    while not all(f.done() for f in futures):
-                        try:
-                            bar.update(queue.get(timeout=0.2))
-                        except queue_module.Empty:
-                            pass
-                    while not queue.empty():
-                        bar.update(queue.get())
-                    results = [f.result() for f in futures]
+            results = _run_in_workers(tasks, workers, bar)
     finally:
         bar.close()
     return [RunSummary(**r) for r in results]
 
-# %% ../nbs/szrank/33_search.ipynb 24
+# %% ../nbs/szrank/33_search.ipynb 26
+def _run_here(task, update):
+    "One task in this process (the policy, a loaded model, is built per run)."
+    archive, topology, steps, seed, index, model, replicas, iterations, shard_events, budget, strategy = task
+    if strategy == "population":
+        return dataclasses.asdict(run_population(Path(archive), topology, budget, seed, index, update))
+    policy = RankerPolicy(model) if model else UniformPolicy()
+    return dataclasses.asdict(run_search(Path(archive), topology, steps, seed, index, policy, replicas, iterations,
+                                         shard_events, update, budget))
+
+# %% ../nbs/szrank/33_search.ipynb 27
+def _run_in_workers(tasks, workers: int, bar) -> list[dict]:
+    "The tasks in spawned worker processes, progress reported through a queue."
+    import multiprocessing
+    import queue as queue_module
+    from concurrent.futures import ProcessPoolExecutor
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager:
+        queue = manager.Queue()
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            futures = [pool.submit(_worker, task + (queue,)) for task in tasks]
+            while not all(f.done() for f in futures):
+                try:
+                    bar.update(queue.get(timeout=0.2))
+                except queue_module.Empty:
+                    pass
+            while not queue.empty():
+                bar.update(queue.get())
+            return [f.result() for f in futures]
+
+# %% ../nbs/szrank/33_search.ipynb 28
 def format_summaries(summaries: list[RunSummary]) -> str:
     "The search command's summary table."
     lines = [f"{'run':<36}  {'topo':>4}  {'start C+I':>9}  {'best C+I':>8}  {'evals':>7}  {'real.':>5}  {'s':>6}"]
@@ -339,12 +393,19 @@ def format_summaries(summaries: list[RunSummary]) -> str:
     lines.append(f"{len(summaries)} runs; best C+I per run: min {min(best)}, median {float(np.median(best)):g}")
     return "\n".join(lines)
 
-# %% ../nbs/szrank/33_search.ipynb 25
+# %% ../nbs/szrank/33_search.ipynb 29
 def search_command(parser: argparse.ArgumentParser):
-    "`szrank search --archive DIR --runs N --steps S [--model current.sztf] [--seed K] ...`."
+    """`szrank search --archive DIR [--runs N] [--steps S] [--evaluations E] [--strategy anneal|population] ...`.
+
+    Prints the summary table, then for each run `best C+I <n> after <e> evaluations` (e: when first reached)."""
     parser.add_argument("--archive", required=True, type=Path, help="the .sztd archive folder to add runs to")
-    parser.add_argument("--runs", type=int, required=True, help="number of runs")
-    parser.add_argument("--steps", type=int, required=True, help="logged proposals per run")
+    parser.add_argument("--runs", type=int, default=1, help="number of runs (default 1)")
+    parser.add_argument("--steps", type=int, help="logged proposals per annealed run (default: from --evaluations)")
+    parser.add_argument("--evaluations", type=int, metavar="N",
+                        help="evaluation budget per run: the run ends once it has counted N configurations")
+    parser.add_argument("--strategy", choices=STRATEGIES, default="anneal",
+                        help="anneal: single-plane moves, every proposal logged (default); population: the public "
+                             "solver's optimiser, best configuration saved as best.obj")
     parser.add_argument("--model", help="SZTRNK01 model (e.g. current.sztf): ranker-guided logging policy; default uniform")
     parser.add_argument("--seed", type=int, help="make the runs reproducible (run i depends on the seed and i)")
     parser.add_argument("--topology", type=int, help="search this topology (0..58) in every run; default random per run")
@@ -360,8 +421,11 @@ def search_command(parser: argparse.ArgumentParser):
         if args.split_runs_out and args.runs < 4:
             raise ConfigError("--split-runs-out needs at least 4 runs (train, validation, test, stress)")
         summaries = run_searches(args.archive, args.runs, args.steps, args.seed, args.model, args.topology,
-                                 args.replicas, args.iterations, args.workers)
+                                 args.replicas, args.iterations, args.workers, budget=args.evaluations,
+                                 strategy=args.strategy)
         print(format_summaries(summaries), flush=True)
+        for s in summaries:
+            print(f"best C+I {s.best_total} after {s.best_evaluations} evaluations", flush=True)
         if args.split_runs_out:
             from szrank.common import atomic_write_json
             names = ("train", "validation", "test", "stress")

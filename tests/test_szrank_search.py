@@ -1,6 +1,7 @@
 """Search runs, the .sztd archive and `szrank export`: determinism, exact propensities, sealed shards,
 damaged-shard errors, the exported stream, and search -> export -> train end to end."""
 import json
+import re
 import uuid
 from pathlib import Path
 
@@ -135,7 +136,8 @@ def test_search_command_summary_and_split_file(archive):
     runs = list_runs(root)
     assert len(runs) == 4
     lines = result.stdout.strip().splitlines()
-    assert lines[0].startswith("run") and "best C+I" in lines[0] and lines[-1].startswith("4 runs; best C+I per run")
+    assert lines[0].startswith("run") and "best C+I" in lines[0] and lines[-5].startswith("4 runs; best C+I per run")
+    assert all(re.fullmatch(BEST_LINE, line) for line in lines[-4:])           # one closing line per run
     assert {line.split()[0] for line in lines[1:5]} == {str(r) for r in runs}
     splits = json.loads((root / "splits.json").read_text())
     assert set(splits) == {"train", "validation", "test", "stress"} and set(splits.values()) == {str(r) for r in runs}
@@ -230,3 +232,46 @@ def test_search_export_train_end_to_end(archive, tmp_path):
     assert guided.returncode == 0, guided.stderr
     _, events = read_run(tmp_path / "guided", list_runs(tmp_path / "guided")[0])
     assert (events["flags"][:, 0] & 4).all()
+
+
+BEST_LINE = r"best C\+I (\d+) after (\d+) evaluations"
+
+
+def test_population_strategy_from_the_command_line(tmp_path):
+    "`--strategy population --evaluations N`: the budget ends the run, best.obj holds the best, the last line says it."
+    from szrank.obj import read_configuration
+    root = tmp_path / "archive"
+    result = run([tool("szrank"), "search", "--archive", str(root), "--topology", "42", "--evaluations", "3000",
+                  "--strategy", "population", "--seed", "4"], timeout=300)
+    assert result.returncode == 0, result.stderr
+    last = result.stdout.strip().splitlines()[-1]
+    best, at = map(int, re.fullmatch(BEST_LINE, last).groups())
+    (run_id,) = list_runs(root)
+    metadata, events = read_run(root, run_id)
+    assert len(events) == 0 and metadata["strategy"] == "population" and metadata["best_total"] == best
+    assert 3000 <= metadata["evaluations"] < 3000 + 32 and at <= metadata["evaluations"]
+    planes = read_configuration(root / str(run_id) / "best.obj", 42)
+    assert evaluate(*planes, layout(42)).total[0] == best
+    again = run([tool("szrank"), "search", "--archive", str(tmp_path / "again"), "--topology", "42", "--evaluations",
+                 "3000", "--strategy", "population", "--seed", "4"], timeout=300)
+    assert again.stdout.strip().splitlines()[-1] == last                  # deterministic for a seed
+
+
+def test_anneal_budget_ends_the_run_and_each_run_ends_with_its_best_line(tmp_path):
+    result = run([tool("szrank"), "search", "--archive", str(tmp_path), "--topology", "42", "--evaluations", "400",
+                  "--runs", "2", "--seed", "5", "--replicas", "2", "--iterations", "2", "--workers", "1"], timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()[-2:]
+    assert all(re.fullmatch(BEST_LINE, line) for line in lines)
+    for run_id in list_runs(tmp_path):
+        metadata, events = read_run(tmp_path, run_id)
+        used = 1 + len(events) * (1 + 2 * 2)
+        assert 400 <= used < 400 + 5 and metadata["budget"] == 400
+
+
+def test_search_settings_are_refused_naming_the_flag(tmp_path):
+    for extra, message in ((["--strategy", "population", "--steps", "3"], "--strategy population needs --evaluations"),
+                           ([], "give --steps or --evaluations"),
+                           (["--evaluations", "0"], "--evaluations must be positive")):
+        result = run([tool("szrank"), "search", "--archive", str(tmp_path), *extra], timeout=120)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
