@@ -12,13 +12,15 @@ from pathlib import Path
 
 import numpy as np
 
-from suvi_fill import availability as availability_module, dataset, metrics, paths, samples, segments
-from suvi_fill.errors import SuviFillError
+from suvi_fill import availability as availability_module, dataset, paths, samples, segments
+from suvi_fill.coding import band_psnr
+from suvi_fill.corpus import MANIFEST, Corpus
+from suvi_fill.errors import OptionError
 from suvi_fill.files import atomic_write, atomic_write_json
 
 # %% auto 0
 __all__ = ['GAPS', 'SAMPLES', 'SIDE_DEFINITIONS', 'SIDES', 'BENCH_SEED', 'GOAL_MARGIN_DB', 'BENCH_JSON', 'BENCH_MD', 'BENCH_PNG',
-           'FILLER_ORDER', 'split_segments', 'split_targets', 'eligible', 'one_sided_inside', 'BenchSet', 'band_psnr',
+           'FILLER_ORDER', 'as_corpus', 'split_segments', 'split_targets', 'eligible', 'one_sided_inside', 'BenchSet',
            'summarise', 'parse_gaps', 'run_bench', 'goal', 'format_tables', 'plot_bench', 'write_outputs',
            'bench_command']
 
@@ -40,12 +42,17 @@ BENCH_JSON, BENCH_MD, BENCH_PNG = "bench.json", "bench.md", "bench.png"
 FILLER_ORDER = ("nearest", "derotated", "linear", "optical_flow", "blend", "learned")
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 5
-def split_segments(manifest: dict, split: str) -> list:
-    "`[(satellite, start, end), ...]` of `split` in `manifest`; a one-line error when it has none."
-    chosen = manifest["segments"].get(split)
-    if chosen is None:
-        raise SuviFillError(f"manifest has no {split!r} split (splits: {', '.join(manifest['segments'])})")
-    return [tuple(int(v) for v in s)[-3:] for s in chosen]
+def as_corpus(corpus, shards_dir) -> Corpus:
+    """`corpus` as a `Corpus`: itself, or a manifest dict already read (the older callers' form), over
+    the shards in `shards_dir`."""
+    if isinstance(corpus, Corpus):
+        return corpus
+    return Corpus(Path(shards_dir) / "manifest.json", Path(shards_dir), corpus)
+
+
+def split_segments(corpus, split: str) -> list:
+    "`[(satellite, start, end), ...]` of `split` in `corpus` (a `Corpus` or manifest dict); `InvalidData` when it has none."
+    return as_corpus(corpus, ".").split(split)
 
 
 def split_targets(segs) -> list:
@@ -62,7 +69,7 @@ def eligible(segs, satellites, target, gap: int, sides: str = SIDES[0]) -> bool:
     """Bracketed: some satellite has a frame `gap` slots before `target` and some satellite
     one `gap` slots after it, inside `segs`; one-sided: a frame `gap` slots before it."""
     if sides not in SIDES:
-        raise ValueError(f"sides must be one of {SIDES}, not {sides!r}")
+        raise OptionError(f"sides must be one of {SIDES}, not {sides!r}")
     inside = samples.inside_mask(segs, satellites, target[1], gap)
     return bool(inside[0].any() and (sides == "one-sided" or inside[-1].any()))
 
@@ -77,25 +84,25 @@ def one_sided_inside(inside: np.ndarray) -> np.ndarray:
 class BenchSet:
     """The bench's samples of one split of a corpus.
 
-    `shards_dir` the corpus; `manifest` its manifest dict; `availability` an
+    `shards_dir` the corpus's shards; `corpus` its `Corpus` (or manifest dict); `availability` an
     `Availability`; `base_offsets` the ladder the samples extend (default: the
     corpus's `span_min` rung); `sides` one of `SIDES`.  Close it (or use `with`) to
     release the shards.
     """
 
-    def __init__(self, shards_dir, manifest, availability, split="test", seed=BENCH_SEED, base_offsets=None,
+    def __init__(self, shards_dir, corpus, availability, split="test", seed=BENCH_SEED, base_offsets=None,
                  sides=SIDES[0]):
         if sides not in SIDES:
-            raise ValueError(f"sides must be one of {SIDES}, not {sides!r}")
+            raise OptionError(f"sides must be one of {SIDES}, not {sides!r}")
         self.sides = sides
         self.directory = Path(shards_dir)
-        self.manifest = manifest
+        self.corpus = as_corpus(corpus, shards_dir)
         self.availability = availability
         self.split = split
         self.seed = int(seed)
-        self.satellites = tuple(int(s) for s in manifest["satellites"])
-        self.segments = split_segments(manifest, split)
-        self.base_offsets = tuple(base_offsets or samples.ladder_for(int(manifest["span_min"])))
+        self.satellites = self.corpus.satellites
+        self.segments = self.corpus.split(split)
+        self.base_offsets = tuple(base_offsets or samples.ladder_for(self.corpus.span_min))
         names = [dataset.shard_name(day, sat) for day in segments.days_touched(self.segments)
                  for sat in self.satellites]
         names = [n for n in names if (self.directory / n).exists()]
@@ -109,8 +116,12 @@ class BenchSet:
             self._sampler = samples.Sampler(self.shards, satellites=self.satellites,
                                             availability=self.availability, seed=self.seed,
                                             offsets=self.base_offsets, segments=self.segments,
-                                            calibration=self.manifest.get("calibration"))
+                                            calibration=self.calibration())
         return self._sampler
+
+    def calibration(self):
+        "The corpus's `Calibration`, or None when its manifest has none (a one-satellite corpus)."
+        return self.corpus.calibration if "calibration" in self.corpus.manifest else None
 
     def eligible(self, gap: int) -> list:
         "The split's targets with frames exactly `gap` slots away inside the split, on `self.sides`."
@@ -150,14 +161,6 @@ class BenchSet:
     def __exit__(self, *exc): self.close()
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 11
-def band_psnr(prediction, truth) -> np.ndarray:
-    "Display PSNR (dB) per band (6,) of asinh-coded (6, H, W) `prediction` against `truth`."
-    shown = metrics.to_display(np.asarray(prediction, np.float64), coded=True)
-    target = metrics.to_display(np.asarray(truth, np.float64), coded=True)
-    mse = np.maximum(((shown - target) ** 2).mean(axis=(-2, -1)), metrics.MSE_FLOOR)
-    return 10.0 * np.log10(1.0 / mse)
-
-
 def summarise(psnr, lost) -> tuple:
     "`(mean dB or None, {band: dB})` of stacked per-sample `psnr` (N, 6) over `lost` (N, 6)."
     psnr, lost = np.asarray(psnr, np.float64).reshape(-1, 6), np.asarray(lost, bool).reshape(-1, 6)
@@ -179,15 +182,16 @@ def parse_gaps(text) -> tuple:
     try:
         gaps = tuple(int(v) for v in str(text).split(",") if v.strip())
     except ValueError:
-        raise SuviFillError(f"--gaps {text!r}: expected comma-separated slot counts, e.g. 1,4,16,64,300") from None
+        raise OptionError(f"--gaps {text!r}: expected comma-separated slot counts, e.g. 1,4,16,64,300") from None
     if not gaps or min(gaps) < 1:
-        raise SuviFillError(f"--gaps {text!r}: gaps must be positive slot counts")
+        raise OptionError(f"--gaps {text!r}: gaps must be positive slot counts")
     return tuple(sorted(set(gaps)))
 
 
-def run_bench(shards_dir, manifest, availability, fillers: dict, gaps=GAPS, count=SAMPLES, split="test",
+def run_bench(shards_dir, corpus, availability, fillers: dict, gaps=GAPS, count=SAMPLES, split="test",
               seed=BENCH_SEED, device="cpu", progress=True, sides=SIDES[0]) -> dict:
-    "Score `fillers` (`{name: Filler}`) on `count` samples per gap; returns the bench.json dict."
+    "Score `fillers` (`{name: Filler}`) on `count` samples per gap of `corpus` (a `Corpus` or manifest dict); returns the bench.json dict."
+    corpus = as_corpus(corpus, shards_dir)
     from tqdm.auto import tqdm
     from suvi_fill.fillers import prepare
     started = time.perf_counter()
@@ -195,20 +199,20 @@ def run_bench(shards_dir, manifest, availability, fillers: dict, gaps=GAPS, coun
     psnr = {name: {} for name in fillers}
     lost_of, targets = {}, {}
     bar = tqdm(total=len(gaps) * count, desc="bench", unit="sample", disable=None if progress else True, leave=False)
-    with BenchSet(shards_dir, manifest, availability, split, seed, base, sides) as bench:
+    with BenchSet(shards_dir, corpus, availability, split, seed, base, sides) as bench:
         for gap in gaps:
             rows, losts, chosen = {name: [] for name in fillers}, [], []
             for sample in bench.samples(gap, count):
                 prep = prepare(sample, device)
-                truth = sample["target"]
+                truth = sample.target
                 for name, filler in fillers.items():
                     prediction = filler(prep)
-                    if np.isnan(prediction[sample["lost"]]).any():
-                        raise RuntimeError(f"filler {name} left a lost band unfilled on (g{sample['satellite']}, "
-                                           f"slot {sample['when']}) at gap {gap}")
+                    if np.isnan(prediction[sample.lost]).any():
+                        raise RuntimeError(f"filler {name} left a lost band unfilled on (g{sample.satellite}, "
+                                           f"slot {sample.when}) at gap {gap}")
                     rows[name].append(band_psnr(prediction, truth))
-                losts.append(sample["lost"])
-                chosen.append([int(sample["satellite"]), int(sample["when"])])
+                losts.append(sample.lost)
+                chosen.append([int(sample.satellite), int(sample.when)])
                 bar.update(1)
             bar.update(count - len(losts))
             for name in fillers:
@@ -226,8 +230,8 @@ def run_bench(shards_dir, manifest, availability, fillers: dict, gaps=GAPS, coun
               "samples": {str(g): int(len(lost_of[g])) for g in gaps},
               "gaps": [int(g) for g in gaps], "fillers": list(fillers), "split": split, "seed": int(seed),
               "sides": sides,
-              "requested_samples": int(count), "manifest": manifest["digest"],
-              "resolution": int(manifest["resolution"]), "shards": str(shards_dir),
+              "requested_samples": int(count), "manifest": corpus.digest,
+              "resolution": corpus.resolution, "shards": str(shards_dir),
               "metric": "mean display PSNR (dB) over (sample, lost band), hard bench mapping (suvi_fill.metrics)",
               "gap_definition": "slots from the target to the nearest frame holding each lost band (any satellite), "
                                 + SIDE_DEFINITIONS[sides],
@@ -343,19 +347,19 @@ def bench_command(parser):
         from suvi_fill.fillers import make_filler
         gaps = parse_gaps(args.gaps)
         if args.samples < 1:
-            raise SuviFillError(f"--samples {args.samples}: must be at least 1")
-        manifest = segments.load_manifest(args.manifest or args.shards / segments.MANIFEST)
+            raise OptionError(f"--samples {args.samples}: must be at least 1")
+        corpus = Corpus.open(args.manifest or args.shards / MANIFEST, args.shards)
         trace = availability_module.Availability.load(args.availability or args.shards / availability_module.AVAILABILITY)
         device = pick_device(args.device)
         if args.checkpoint is not None and not args.checkpoint.exists():
-            raise SuviFillError(f"--checkpoint {args.checkpoint}: no such file")
+            raise OptionError(f"--checkpoint {args.checkpoint}: no such file")
         names = ([n.strip() for n in args.fillers.split(",") if n.strip()] if args.fillers else
                  [n for n in FILLER_ORDER if n != "learned" or args.checkpoint is not None])
         unknown = [n for n in names if n not in FILLER_ORDER]
         if unknown:
-            raise SuviFillError(f"--fillers: unknown {', '.join(unknown)} (choose from {', '.join(FILLER_ORDER)})")
+            raise OptionError(f"--fillers: unknown {', '.join(unknown)} (choose from {', '.join(FILLER_ORDER)})")
         fillers = {n: make_filler(n, checkpoint=args.checkpoint, device=device) for n in names}
-        result = run_bench(args.shards, manifest, trace, fillers, gaps, args.samples, args.split, args.seed,
+        result = run_bench(args.shards, corpus, trace, fillers, gaps, args.samples, args.split, args.seed,
                            device, progress=not args.quiet, sides=args.sides)
         result["checkpoint"] = None if args.checkpoint is None else str(args.checkpoint)
         written = write_outputs(result, args.out)

@@ -57,14 +57,16 @@ def _archive_matches(archive: Path, days: float, resolution: int, seed: int) -> 
 
 
 def _corpus_matches(shards: Path, archive: Path, resolution: int, span_min: int, stretch: int) -> bool:
+    from suvi_fill.corpus import Corpus
+    from suvi_fill.errors import DataError
     try:
         report = json.loads((shards / "build_report.json").read_text())
-        manifest = json.loads((shards / "manifest.json").read_text())
-    except (OSError, ValueError):
+        corpus = Corpus.open(shards)
+    except (OSError, ValueError, DataError):
         return False
     return (report.get("source") == str(archive) and report.get("resolution") == resolution
-            and manifest.get("span_min") == span_min and manifest.get("split_stretch") == stretch
-            and all((shards / n).exists() for n in manifest["shards"]))
+            and corpus.span_min == span_min and corpus.manifest.get("split_stretch") == stretch
+            and all((shards / n).exists() for n in corpus.listed))
 
 
 def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESOLUTION, seed: int = DEMO_SEED,
@@ -151,12 +153,13 @@ def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
     "Train the demo model into `out/run` (or reuse a finished run); returns `best.pt`."
     from suvi_fill.errors import SuviFillError, TrainingAborted
     from suvi_fill.files import atomic_write_json
-    from suvi_fill import segments
+    from suvi_fill.corpus import Corpus
     from suvi_fill.train import train
     from suvi_fill.train_config import TrainConfig
     run_dir = Path(out) / "run"
     record_path = run_dir / "demo_train.json"
-    digest = segments.load_manifest(shards / segments.MANIFEST)["digest"]
+    corpus = Corpus.open(shards)
+    digest = corpus.digest
     settings = DEMO_TRAIN | {"device": device}
     try:
         record = json.loads(record_path.read_text())
@@ -170,7 +173,7 @@ def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
         return run_dir / "best.pt"
     if run_dir.exists():
         shutil.rmtree(run_dir)                    # unfinished, or another corpus / settings: redo cleanly
-    config = TrainConfig(shards=str(shards), manifest=str(shards / segments.MANIFEST), out=str(run_dir), **settings)
+    config = TrainConfig(shards=str(shards), manifest=str(corpus.path), out=str(run_dir), **settings)
     log = _Tee(sys.stdout)
     with contextlib.redirect_stdout(log):
         print(f"[train] suvi-fill train {_command_line(config)}")
@@ -191,16 +194,17 @@ def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", 
                 sides: str = "bracketed") -> dict:
     """Bench every filler at `sides` gaps into `out/bench[/DEMO_SIDES[sides]]` (or reuse a bench of
     this corpus, checkpoint and sides); returns bench.json."""
-    from suvi_fill import availability, bench, segments
+    from suvi_fill import availability, bench
+    from suvi_fill.corpus import Corpus
     from suvi_fill.fillers import make_filler
     where = Path(out) / "bench" / DEMO_SIDES[sides]
-    manifest = segments.load_manifest(shards / segments.MANIFEST)
+    corpus = Corpus.open(shards)
     sha = _sha256(checkpoint)
     try:
         previous = json.loads((where / bench.BENCH_JSON).read_text())
     except (OSError, ValueError):
         previous = None
-    if previous and previous.get("manifest") == manifest["digest"] and previous.get("checkpoint_sha256") == sha \
+    if previous and previous.get("manifest") == corpus.digest and previous.get("checkpoint_sha256") == sha \
             and previous.get("gaps") == list(DEMO_GAPS) and previous.get("requested_samples") == DEMO_SAMPLES \
             and previous.get("sides") == sides \
             and all((where / n).exists() for n in (bench.BENCH_MD, bench.BENCH_PNG)):
@@ -208,7 +212,7 @@ def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", 
         return previous
     trace = availability.Availability.load(shards / availability.AVAILABILITY)
     fillers = {n: make_filler(n, checkpoint=checkpoint, device=device) for n in bench.FILLER_ORDER}
-    result = bench.run_bench(shards, manifest, trace, fillers, DEMO_GAPS, DEMO_SAMPLES, device=device,
+    result = bench.run_bench(shards, corpus, trace, fillers, DEMO_GAPS, DEMO_SAMPLES, device=device,
                              progress=progress, sides=sides)
     result["checkpoint"], result["checkpoint_sha256"] = str(checkpoint), sha
     bench.write_outputs(result, where)
@@ -216,17 +220,18 @@ def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", 
     return result
 
 
+
 # %% ../nbs/suvi_fill/90_demo.ipynb 11
 def render_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True) -> dict:
     "Render `DEMO_FRAMES` RGB frames of GOES-16 around its first lost 171 Å frame, and their movie."
     from suvi_fill.files import atomic_write_json
-    from suvi_fill import dataset, paths, render, segments
+    from suvi_fill import dataset, paths, render
+    from suvi_fill.corpus import Corpus
     from suvi_fill.fillers import make_filler
     where = Path(out) / "render"
     if where.exists():
         shutil.rmtree(where)                      # a few frames: always redone, cleanly
-    manifest = segments.load_manifest(shards / segments.MANIFEST)
-    names = sorted(n for n, info in manifest["shards"].items() if int(info["satellite"]) == 16)
+    names = sorted(n for n, info in Corpus.open(shards).listed.items() if int(info["satellite"]) == 16)
     with dataset.Shard(shards / names[0]) as shard:
         lost = [int(s) for s, p in zip(shard.slots, shard.present[:, paths.BAND_INDEX[171]]) if not p]
         start = (lost[0] if lost else int(shard.slots[0])) - DEMO_FRAMES // 3

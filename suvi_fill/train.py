@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from suvi_fill import align, checkpoint, model, samples
+from suvi_fill.conditioning import AVAILABLE, COND_LAYOUT
 from suvi_fill.device import autocast_enabled, cpu_threads, pick_device
 from suvi_fill.errors import TrainingAborted
 from suvi_fill.losses import balanced_criterion, criterion, display_psnr
@@ -72,7 +73,7 @@ def aligned_batch(batch, device):
     moved = {key: value.to(device, non_blocking=True) for key, value in batch.items()}
     condition = moved["condition"]
     aligned, coverage = align.align_stack(
-        moved["stack"].float(), moved["dts"], condition[..., model.AVAILABLE], moved["gains"], moved["offsets"],
+        moved["stack"].float(), moved["dts"], condition[..., AVAILABLE], moved["gains"], moved["offsets"],
         moved["b0"], moved["radius"], return_coverage=True)
     return (aligned, condition, moved["present"].float(), moved["target"].float(), moved["lost"].float(),
             coverage)
@@ -165,9 +166,9 @@ class Run:
         if self.lead:
             checkpoint.save(os.path.join(self.config.out, name), checkpoint.Checkpoint(
                 model=self.net.state_dict(), net=dict(self.net.config), ladder=self.corpus.offsets,
-                cond_layout=model.COND_LAYOUT, optimiser=self.optimiser.state_dict(), epoch=self.epoch,
+                cond_layout=COND_LAYOUT, optimiser=self.optimiser.state_dict(), epoch=self.epoch,
                 step=self.step, epoch_steps=self.epoch_steps, lr_scale=self.policy.lr_scale,
-                best=self.policy.best, manifest=self.corpus.manifest["digest"],
+                best=self.policy.best, manifest=self.corpus.corpus.digest,
                 args=dataclasses.asdict(self.config)))
 
 # %% ../nbs/suvi_fill/41_train.ipynb 15
@@ -199,7 +200,7 @@ def announce(config: TrainConfig, corpus, device, world) -> None:
     print(f"device: {device}{arch}" + (f", {world} processes" if world > 1 else ""))
     if config.threads:
         print(f"  cpu threads: {torch.get_num_threads()} (--threads)")
-    print(f"manifest {corpus.manifest['digest']}: "
+    print(f"manifest {corpus.corpus.digest}: "
           + ", ".join(f"{k} {len(v)}d" for k, v in sorted(corpus.splits.items())))
     print(f"  span +/-{max(corpus.offsets)} slots, ladder {corpus.offsets}, segment splits "
           + "/".join(str(len(corpus.seg_splits.get(k, ()))) for k in ("train", "val", "test")))

@@ -5,23 +5,26 @@
 # %% ../nbs/suvi_fill/44_train_data.ipynb 2
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import time
-import typing
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from suvi_fill import availability as availability_module, dataset, pool as pool_module, samples
-from suvi_fill import segments as segments_module
+from suvi_fill import availability as availability_module, corpus as corpus_module, dataset, pool as pool_module
+from suvi_fill import samples
+from suvi_fill.conditioning import collate, to_tensors
+from suvi_fill.corpus import Calibration, Corpus
 from suvi_fill.errors import DataError, OptionError
 from suvi_fill.train_config import TrainConfig
 
 # %% auto 0
-__all__ = ['POOL_VISIT', 'POOL_WAIT', 'POOL_POLL', 'PIN_STRIDE', 'VAL_WORKERS', 'collate', 'FeedError', 'TrainCorpus',
+__all__ = ['POOL_VISIT', 'POOL_WAIT', 'POOL_POLL', 'PIN_STRIDE', 'VAL_WORKERS', 'FeedError', 'TrainCorpus', 'open_corpus',
            'read_corpus', 'load_availability', 'open_shards', 'first_buildable', 'ShardSet', 'build_drawn',
-           'seed_worker', 'PoolSet', 'SliceSet', 'data_sets', 'describe_sets', 'make_train_loader', 'make_val_loader']
+           'seed_worker', 'wait_for_slices', 'PoolSet', 'SliceSet', 'overfit_set', 'train_set_of', 'val_set_of',
+           'data_sets', 'describe_sets', 'make_train_loader', 'make_val_loader']
 
 # %% ../nbs/suvi_fill/44_train_data.ipynb 3
 #: Targets a pool worker draws from one slice before moving to another: enough to
@@ -37,51 +40,60 @@ PIN_STRIDE = 1_000_003
 #: At most this many validation workers (non-persistent; see the loaders below).
 VAL_WORKERS = 2
 
-
+# %% ../nbs/suvi_fill/44_train_data.ipynb 4
 class FeedError(DataError, RuntimeError):
     "The data feed ran dry: no buildable sample in a set, or no pool slice in time."
 
-# %% ../nbs/suvi_fill/44_train_data.ipynb 5
-class TrainCorpus(typing.NamedTuple):
-    "What a run reads from the manifest: the manifest, satellites, ladder, segments and days per split."
-    manifest: dict
-    satellites: tuple
+# %% ../nbs/suvi_fill/44_train_data.ipynb 6
+@dataclasses.dataclass
+class TrainCorpus:
+    """What a run reads of its corpus: the opened `Corpus`, the ladder (`offsets`), each split's
+    segments (`seg_splits`) and resident days (`splits`), and the `calibration` (None for a corpus
+    without one).  `manifest, satellites, offsets, seg_splits, splits = train_corpus` unpacks."""
+    corpus: Corpus
     offsets: tuple
     seg_splits: dict
     splits: dict
+    calibration: Calibration | None = None
 
+    @property
+    def manifest(self) -> dict:
+        return self.corpus.manifest
 
-def _manifest(path) -> dict:
-    try:
-        with open(path) as handle:
-            return json.load(handle)
-    except FileNotFoundError:
-        raise DataError(f"{path} not found: build the corpus with suvi-fill build") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    @property
+    def satellites(self) -> tuple:
+        return self.corpus.satellites
 
-
-def read_corpus(config: TrainConfig) -> TrainCorpus:
-    "The corpus of `config` (`--manifest`, `--shards`, `--span`); `DataError` naming the file and field."
-    manifest = _manifest(config.manifest)
-    if "segments" not in manifest:
-        raise DataError(f"{config.manifest} has no 'segments': it predates the pristine-segment "
-                        "corpus.  Rebuild it with suvi-fill build.")
-    seg_splits = {name: [tuple(pair) for pair in chosen] for name, chosen in manifest["segments"].items()}
-    for name in ("train", "val"):
-        if name not in seg_splits:
-            raise DataError(f"{config.manifest}: 'segments' has no '{name}' split; rebuild it with suvi-fill build")
-    if config.span is None and "span_min" not in manifest:
-        raise DataError(f"{config.manifest}: no 'span_min'; pass --span (one of {samples.LADDER}) or rebuild "
-                        "the corpus with suvi-fill build")
-    satellites = tuple(manifest.get("satellites", (16, 18)))
-    splits = {name: [d for d in segments_module.days_touched(chosen)
-                     if os.path.exists(os.path.join(config.shards, dataset.shard_name(d, satellites[0])))]
-              for name, chosen in seg_splits.items()}
-    offsets = samples.ladder_for(config.span if config.span is not None else manifest["span_min"])
-    return TrainCorpus(manifest, satellites, offsets, seg_splits, splits)
+    def __iter__(self):
+        return iter((self.manifest, self.satellites, self.offsets, self.seg_splits, self.splits))
 
 # %% ../nbs/suvi_fill/44_train_data.ipynb 7
+def open_corpus(config: TrainConfig) -> Corpus:
+    """The `Corpus` of `--manifest` over the shards in `--shards`.  A manifest without `span_min`
+    is refused (`DataError` naming the file) unless `--span` gives the margin."""
+    path = Path(config.manifest)
+    record = corpus_module._read_json(path)
+    if "span_min" not in record:
+        if config.span is None:
+            raise DataError(f"{path}: no 'span_min'; pass --span (one of {samples.LADDER}) or rebuild "
+                            "the corpus with suvi-fill build")
+        record = record | {"span_min": int(config.span)}
+    corpus_module._check_fields(path, record)
+    return Corpus(path, Path(config.shards), record)
+
+# %% ../nbs/suvi_fill/44_train_data.ipynb 9
+def read_corpus(config: TrainConfig) -> TrainCorpus:
+    "The corpus of `config` (`--manifest`, `--shards`, `--span`); `DataError` naming the file and field."
+    corpus = open_corpus(config)
+    for name in ("train", "val"):
+        corpus.split(name)                      # `InvalidData` naming the file when the split is missing
+    seg_splits = {name: corpus.split(name) for name in corpus.splits}
+    splits = {name: corpus.resident_days(name) for name in corpus.splits}
+    offsets = samples.ladder_for(config.span if config.span is not None else corpus.span_min)
+    calibration = corpus.calibration if "calibration" in corpus.manifest else None
+    return TrainCorpus(corpus, offsets, seg_splits, splits, calibration)
+
+# %% ../nbs/suvi_fill/44_train_data.ipynb 11
 def load_availability(shards_dir, override=None) -> availability_module.Availability:
     "The archive's availability model, required for training: `OptionError` for a missing `--availability`, else `DataError`."
     path = override or os.path.join(shards_dir, "availability.npz")
@@ -91,7 +103,7 @@ def load_availability(shards_dir, override=None) -> availability_module.Availabi
                     "(run suvi-fill profile --shards DIR); refusing to fall back to synthetic outages.")
     return availability_module.Availability.load(path)
 
-# %% ../nbs/suvi_fill/44_train_data.ipynb 10
+# %% ../nbs/suvi_fill/44_train_data.ipynb 14
 def open_shards(directory, days, satellites) -> dict:
     "The shards of `days` x `satellites` that exist under `directory`; `DataError` when none does."
     shards = {(day, satellite): dataset.Shard(os.path.join(directory, dataset.shard_name(day, satellite)))
@@ -101,16 +113,16 @@ def open_shards(directory, days, satellites) -> dict:
         raise DataError(f"no shards for {len(days)} days under {directory}")
     return shards
 
-
+# %% ../nbs/suvi_fill/44_train_data.ipynb 16
 def first_buildable(items, position_of, build):
     "The first sample `build(position)` yields from `position_of(index)` on, looping (never recursing)."
     for offset in range(len(items)):
         sample = build(position_of(offset))
         if sample is not None:
-            return samples.to_tensors(sample, torch)
+            return to_tensors(sample)
     raise FeedError("no slot in the entire set yields a buildable sample")
 
-# %% ../nbs/suvi_fill/44_train_data.ipynb 11
+# %% ../nbs/suvi_fill/44_train_data.ipynb 17
 class ShardSet(torch.utils.data.Dataset):
     """Samples drawn from the shards of one split (`days`, `satellites`), at gaps up to `gap_max`.
 
@@ -120,10 +132,11 @@ class ShardSet(torch.utils.data.Dataset):
     """
 
     def __init__(self, directory, days, satellites=(16, 18), deterministic=False,
-                 availability=None, seed=0, offsets=samples.OFFSETS, segments=None, gap_max=0):
+                 availability=None, seed=0, offsets=samples.OFFSETS, segments=None, gap_max=0, calibration=None):
         self.deterministic, self.seed, self.gap_max = deterministic, seed, int(gap_max)
         self.sampler = samples.Sampler(open_shards(directory, days, satellites), satellites=satellites,
-                                       availability=availability, seed=seed, offsets=offsets, segments=segments)
+                                       availability=availability, seed=seed, offsets=offsets, segments=segments,
+                                       calibration=calibration)
         self.items = self.sampler.targets()
         if segments is not None and not self.items:
             raise DataError(f"no targets under {directory}: the resident shards do not cover the "
@@ -140,7 +153,7 @@ class ShardSet(torch.utils.data.Dataset):
             return build_drawn(self.sampler, satellite, when, rng, self.gap_max)
         return first_buildable(self.items, lambda offset: (index + offset) % len(self.items), build)
 
-# %% ../nbs/suvi_fill/44_train_data.ipynb 13
+# %% ../nbs/suvi_fill/44_train_data.ipynb 19
 def build_drawn(sampler, satellite, when, rng, gap_max=0):
     """A training sample of `(satellite, when)`: at a gap `samples.draw_gap(rng, gap_max)`
     (`Sampler.build_gap`), or with the availability model's damage alone when that draws
@@ -151,7 +164,7 @@ def build_drawn(sampler, satellite, when, rng, gap_max=0):
     sample = None if gap is None else sampler.build_gap(satellite, when, rng, gap)
     return sample if sample is not None else sampler.build(satellite, when, rng)
 
-
+# %% ../nbs/suvi_fill/44_train_data.ipynb 21
 def seed_worker(worker_id):
     """DataLoader `worker_init_fn`: give this worker's samplers their own generator.
 
@@ -166,62 +179,69 @@ def seed_worker(worker_id):
     if data is not None and not getattr(data, "deterministic", False):
         data.sampler.rng = np.random.default_rng([torch.initial_seed() % 2**63, worker_id])
 
-# %% ../nbs/suvi_fill/44_train_data.ipynb 15
-class PoolSet(torch.utils.data.IterableDataset):
-    "Endless samples from the rotating pool of slices under `directory`."
+# %% ../nbs/suvi_fill/44_train_data.ipynb 23
+def wait_for_slices(directory, wait: float) -> list:
+    "The resident slices under `directory` (`pool.ready_slices`), waiting up to `wait` seconds for a first one."
+    waited = 0.0
+    while not (ready := pool_module.ready_slices(directory)):
+        if waited >= wait:
+            raise FeedError(f"no slice in {directory} after {wait:.0f} s: is the producer running?")
+        pause = min(POOL_POLL, max(wait - waited, 0.05))
+        time.sleep(pause)
+        waited += pause
+    return ready
 
-    def __init__(self, directory, satellites=(16, 18), availability=None, seed=0,
-                 offsets=samples.OFFSETS, per_visit=POOL_VISIT, wait=None, rank=0, gap_max=0):
+# %% ../nbs/suvi_fill/44_train_data.ipynb 25
+class PoolSet(torch.utils.data.IterableDataset):
+    """Endless samples from the rotating pool of slices under `directory`; each slice's sampler takes
+    the slice's own calibration (`pool.OpenSlice`), else `calibration`."""
+
+    def __init__(self, directory, satellites=(16, 18), availability=None, seed=0, offsets=samples.OFFSETS,
+                 per_visit=POOL_VISIT, wait=None, rank=0, gap_max=0, calibration=None):
         self.directory, self.satellites, self.availability = directory, tuple(satellites), availability
         self.seed, self.offsets, self.per_visit, self.rank = seed, offsets, per_visit, rank
         self.wait = POOL_WAIT if wait is None else wait
-        self.gap_max = int(gap_max)
+        self.gap_max, self.calibration = int(gap_max), calibration
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
         rng = np.random.default_rng([self.seed, self.rank, info.id if info else 0, time.time_ns()])
         while True:
-            ready = self._ready()
+            ready = wait_for_slices(self.directory, self.wait)
             try:
-                shards, segments = pool_module.open_slice(ready[int(rng.integers(len(ready)))][0])
+                opened = pool_module.open_slice(ready[int(rng.integers(len(ready)))][0])
             except (OSError, ValueError, KeyError):
                 continue                  # retired while we were choosing it
             try:
-                yield from self._visit(shards, segments, rng)
+                yield from self._visit(opened, rng)
             finally:
-                segments_module.close_shards(shards)
+                opened.close()
 
-    def _ready(self) -> list:
-        "The resident slices, waiting up to `wait` seconds for a first one."
-        waited = 0.0
-        while not (ready := pool_module.ready_slices(self.directory)):
-            if waited >= self.wait:
-                raise FeedError(f"no slice in {self.directory} after {self.wait:.0f} s: is the producer running?")
-            pause = min(POOL_POLL, max(self.wait - waited, 0.05))
-            time.sleep(pause)
-            waited += pause
-        return ready
-
-    def _visit(self, shards, segments, rng):
-        sampler = samples.Sampler(shards, satellites=self.satellites, availability=self.availability,
-                                  seed=int(rng.integers(2**31)), offsets=self.offsets, segments=segments)
+    def _visit(self, opened, rng):
+        "Up to `per_visit` samples of the opened slice."
+        if opened.calibration is None:
+            opened.calibration = self.calibration
+        sampler = opened.sampler(satellites=self.satellites, availability=self.availability,
+                                 seed=int(rng.integers(2**31)), offsets=self.offsets)
         targets = sampler.targets()
         for _ in range(self.per_visit if targets else 0):
             satellite, when = targets[int(rng.integers(len(targets)))]
             sample = build_drawn(sampler, satellite, when, rng, self.gap_max)
             if sample is not None:
-                yield samples.to_tensors(sample, torch)
+                yield to_tensors(sample)
 
-# %% ../nbs/suvi_fill/44_train_data.ipynb 17
+# %% ../nbs/suvi_fill/44_train_data.ipynb 27
 class SliceSet(torch.utils.data.Dataset):
     "A fixed set of targets from the slice directories under `directory`."
 
-    def __init__(self, directory, satellites=(16, 18), availability=None, seed=1, offsets=samples.OFFSETS):
+    def __init__(self, directory, satellites=(16, 18), availability=None, seed=1, offsets=samples.OFFSETS,
+                 calibration=None):
         self.seed, self.deterministic, self.samplers, self.items = seed, True, [], []
         for path in sorted(path for path, _ in pool_module.ready_slices(directory)):
-            shards, segments = pool_module.open_slice(path)
-            sampler = samples.Sampler(shards, satellites=satellites, availability=availability, seed=seed,
-                                      offsets=offsets, segments=segments)
+            opened = pool_module.open_slice(path)
+            if opened.calibration is None:
+                opened.calibration = calibration
+            sampler = opened.sampler(satellites=satellites, availability=availability, seed=seed, offsets=offsets)
             self.items.extend((len(self.samplers), satellite, when) for satellite, when in sampler.targets())
             self.samplers.append(sampler)
         if not self.items:
@@ -236,32 +256,50 @@ class SliceSet(torch.utils.data.Dataset):
             return self.samplers[which].build(satellite, when, np.random.default_rng(self.seed * PIN_STRIDE + position))
         return first_buildable(self.items, lambda offset: (index + offset) % len(self.items), build)
 
-# %% ../nbs/suvi_fill/44_train_data.ipynb 19
-def data_sets(config: TrainConfig, corpus: TrainCorpus, trace, rank: int = 0) -> tuple:
-    "(train set or None, validation set) of the run's data mode."
-    common = dict(satellites=corpus.satellites, availability=trace, offsets=corpus.offsets)
-    if config.overfit:
-        held_in = ShardSet(config.shards, corpus.splits["train"], deterministic=True, seed=config.seed,
-                           segments=corpus.seg_splits["train"], **common)
-        stride = max(len(held_in) // config.overfit, 1)
-        chosen = torch.utils.data.Subset(held_in, [i * stride for i in range(min(config.overfit, len(held_in)))])
-        return chosen, chosen
+# %% ../nbs/suvi_fill/44_train_data.ipynb 29
+def _common(corpus: TrainCorpus, trace) -> dict:
+    "The keywords every set of a run shares: satellites, availability model, ladder and calibration."
+    return dict(satellites=corpus.satellites, availability=trace, offsets=corpus.offsets,
+                calibration=corpus.calibration)
+
+
+def overfit_set(config: TrainConfig, corpus: TrainCorpus, trace):
+    "`--overfit N`: N frozen held-in samples, evenly spaced over the train split."
+    held_in = ShardSet(config.shards, corpus.splits["train"], deterministic=True, seed=config.seed,
+                       segments=corpus.seg_splits["train"], **_common(corpus, trace))
+    stride = max(len(held_in) // config.overfit, 1)
+    return torch.utils.data.Subset(held_in, [i * stride for i in range(min(config.overfit, len(held_in)))])
+
+# %% ../nbs/suvi_fill/44_train_data.ipynb 30
+def train_set_of(config: TrainConfig, corpus: TrainCorpus, trace, rank: int = 0):
+    "The training set: None (`--evaluate`), the pool (`--pool`), or the train split."
     if config.evaluate:
-        train_set = None
-    elif config.pool:
-        train_set = PoolSet(config.pool, seed=config.seed, rank=rank, gap_max=config.gap_max, **common)
-    else:
-        train_set = ShardSet(config.shards, corpus.splits["train"], seed=config.seed + rank,
-                             segments=corpus.seg_splits["train"], gap_max=config.gap_max, **common)
+        return None
+    if config.pool:
+        return PoolSet(config.pool, seed=config.seed, rank=rank, gap_max=config.gap_max, **_common(corpus, trace))
+    return ShardSet(config.shards, corpus.splits["train"], seed=config.seed + rank,
+                    segments=corpus.seg_splits["train"], gap_max=config.gap_max, **_common(corpus, trace))
+
+
+def val_set_of(config: TrainConfig, corpus: TrainCorpus, trace):
+    "The validation set: `--val-slices` or the val split, pinned; an evenly spaced `--val-samples` of it."
     if config.val_slices:
-        val_set = SliceSet(config.val_slices, seed=1, **common)
+        val_set = SliceSet(config.val_slices, seed=1, **_common(corpus, trace))
     else:
         val_set = ShardSet(config.shards, corpus.splits["val"], deterministic=True, seed=1,
-                           segments=corpus.seg_splits["val"], gap_max=config.gap_max, **common)
+                           segments=corpus.seg_splits["val"], gap_max=config.gap_max, **_common(corpus, trace))
     if config.val_samples and config.val_samples < len(val_set):
         stride = len(val_set) / config.val_samples
         val_set = torch.utils.data.Subset(val_set, [int(i * stride) for i in range(config.val_samples)])
-    return train_set, val_set
+    return val_set
+
+# %% ../nbs/suvi_fill/44_train_data.ipynb 31
+def data_sets(config: TrainConfig, corpus: TrainCorpus, trace, rank: int = 0) -> tuple:
+    "(train set or None, validation set) of the run's data mode."
+    if config.overfit:
+        chosen = overfit_set(config, corpus, trace)
+        return chosen, chosen
+    return train_set_of(config, corpus, trace, rank), val_set_of(config, corpus, trace)
 
 
 def describe_sets(config: TrainConfig, train_set, val_set) -> str:
@@ -270,10 +308,7 @@ def describe_sets(config: TrainConfig, train_set, val_set) -> str:
                  f"pool {config.pool}" if config.pool else f"{len(train_set)} targets")
     return f"  train {described}, val {len(val_set)}" + (f" from {config.val_slices}" if config.val_slices else "")
 
-# %% ../nbs/suvi_fill/44_train_data.ipynb 21
-collate = samples.collate
-
-
+# %% ../nbs/suvi_fill/44_train_data.ipynb 34
 def make_train_loader(train_set, config: TrainConfig, device, rank=0, world=1):
     "The training DataLoader: shuffled (per rank under torchrun), persistent workers."
     iterable = isinstance(train_set, torch.utils.data.IterableDataset)
@@ -288,7 +323,7 @@ def make_train_loader(train_set, config: TrainConfig, device, rank=0, world=1):
         shuffle=(not iterable and sampler is None), sampler=sampler,
         drop_last=iterable or len(train_set) >= config.batch * world)
 
-
+# %% ../nbs/suvi_fill/44_train_data.ipynb 36
 def make_val_loader(val_set, config: TrainConfig, device):
     "The validation DataLoader: in order, not persistent, at most `VAL_WORKERS` workers."
     return torch.utils.data.DataLoader(

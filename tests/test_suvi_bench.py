@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import run, tool
+from suvi_fill.corpus import Corpus
 from test_suvi_fillers import ENV, fill_corpus, test_samples, tiny_checkpoint  # noqa: F401 (fixtures)
 
 
@@ -18,38 +19,38 @@ def bench_cli(corpus, out, *extra):
 
 def test_gap_definition_and_split_isolation(fill_corpus):
     from suvi_fill import availability, bench, samples, segments
-    manifest = segments.load_manifest(fill_corpus / "manifest.json")
+    corpus = Corpus.open(fill_corpus)
     trace = availability.Availability.load(fill_corpus / "availability.npz")
-    test = bench.split_segments(manifest, "test")
+    test = bench.split_segments(corpus, "test")
     inside = lambda sat, slot: any(s == sat and a <= slot < e for s, a, e in test)
-    with bench.BenchSet(fill_corpus, manifest, trace) as chosen:
+    with bench.BenchSet(fill_corpus, corpus, trace) as chosen:
         for gap in (1, 4, 16):
             made = list(chosen.samples(gap, 4))
             assert made, gap
             for sample in made:
-                assert inside(sample["satellite"], sample["when"])
-                assert all(inside(sat, slot) for sat, slot in sample["frames"]), "anchor outside the test split"
+                assert inside(sample.satellite, sample.when)
+                assert all(inside(sat, slot) for sat, slot in sample.frames), "anchor outside the test split"
                 assert set(samples.measured_gaps(sample).values()) == {gap}
-                slots = np.array([abs(slot - sample["when"]) for _, slot in sample["frames"]])
-                for b in np.flatnonzero(sample["lost"]):
-                    assert not sample["present"][1:, b][slots[1:] < gap].any()
+                slots = np.array([abs(slot - sample.when) for _, slot in sample.frames])
+                for b in np.flatnonzero(sample.lost):
+                    assert not sample.present[1:, b][slots[1:] < gap].any()
         assert chosen.eligible(10_000) == [] and list(chosen.samples(10_000, 4)) == []
 
 
 def test_pinned_damage_same_samples(fill_corpus):
     from suvi_fill import availability, bench, samples, segments
-    manifest = segments.load_manifest(fill_corpus / "manifest.json")
+    corpus = Corpus.open(fill_corpus)
     trace = availability.Availability.load(fill_corpus / "availability.npz")
     runs = []
     for _ in range(2):
-        with bench.BenchSet(fill_corpus, manifest, trace) as chosen:
+        with bench.BenchSet(fill_corpus, corpus, trace) as chosen:
             runs.append(list(chosen.samples(4, 3)))
     for a, b in zip(*runs):
-        assert a["when"] == b["when"] and np.array_equal(a["lost"], b["lost"])
-        assert np.array_equal(a["present"], b["present"]) and np.array_equal(a["stack"], b["stack"])
-    with bench.BenchSet(fill_corpus, manifest, trace, seed=1) as other:
+        assert a.when == b.when and np.array_equal(a.lost, b.lost)
+        assert np.array_equal(a.present, b.present) and np.array_equal(a.stack, b.stack)
+    with bench.BenchSet(fill_corpus, corpus, trace, seed=1) as other:
         third = list(other.samples(4, 3))
-    assert any(not np.array_equal(a["present"], c["present"]) for a, c in zip(runs[0], third))
+    assert any(not np.array_equal(a.present, c.present) for a, c in zip(runs[0], third))
 
 
 def test_bench_command_outputs(fill_corpus, tmp_path):
@@ -127,34 +128,34 @@ def test_a_gap_without_samples_fails_the_goal_and_is_named():
 
 def test_bracketed_samples_hold_each_lost_band_on_both_sides(fill_corpus):
     from suvi_fill import availability, bench, segments
-    manifest = segments.load_manifest(fill_corpus / "manifest.json")
+    corpus = Corpus.open(fill_corpus)
     trace = availability.Availability.load(fill_corpus / "availability.npz")
-    with bench.BenchSet(fill_corpus, manifest, trace) as chosen:
+    with bench.BenchSet(fill_corpus, corpus, trace) as chosen:
         assert chosen.sides == "bracketed"
         made = list(chosen.samples(4, 4))
     assert made
     for sample in made:
-        offsets = np.array([slot - sample["when"] for _, slot in sample["frames"]])
-        for b in np.flatnonzero(sample["lost"]):
-            holding = offsets[1:][sample["present"][1:, b]]
+        offsets = np.array([slot - sample.when for _, slot in sample.frames])
+        for b in np.flatnonzero(sample.lost):
+            holding = offsets[1:][sample.present[1:, b]]
             assert (holding == -4).any() and (holding == 4).any(), "lost band not held at -gap and +gap"
 
 
 def test_one_sided_samples_use_no_frame_after_the_target(fill_corpus, tmp_path):
     from suvi_fill import availability, bench, samples, segments
-    manifest = segments.load_manifest(fill_corpus / "manifest.json")
+    corpus = Corpus.open(fill_corpus)
     trace = availability.Availability.load(fill_corpus / "availability.npz")
-    with bench.BenchSet(fill_corpus, manifest, trace, sides="one-sided") as chosen:
+    with bench.BenchSet(fill_corpus, corpus, trace, sides="one-sided") as chosen:
         made = list(chosen.samples(4, 4))
         one_sided_pool = len(chosen.eligible(4))
-    with bench.BenchSet(fill_corpus, manifest, trace) as bracketed:
+    with bench.BenchSet(fill_corpus, corpus, trace) as bracketed:
         assert len(bracketed.eligible(4)) <= one_sided_pool       # bracketing asks for more
     assert made
     for sample in made:
-        assert all(slot <= sample["when"] for _, slot in sample["frames"]), "a frame after the target was used"
+        assert all(slot <= sample.when for _, slot in sample.frames), "a frame after the target was used"
         assert set(samples.measured_gaps(sample).values()) == {4}
     with pytest.raises(ValueError, match="sides must be one of"):
-        bench.BenchSet(fill_corpus, manifest, trace, sides="both")
+        bench.BenchSet(fill_corpus, corpus, trace, sides="both")
     out = tmp_path / "one"
     result = bench_cli(fill_corpus, out, "--gaps", "1,4", "--samples", "2", "--sides", "one-sided",
                        "--fillers", "nearest,optical_flow")
