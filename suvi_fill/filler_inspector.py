@@ -9,38 +9,65 @@ from pathlib import Path
 
 import numpy as np
 
-from suvi_fill import metrics, paths
+from suvi_fill import coding, paths
+from suvi_fill.sample import Sample
 
 # %% auto 0
-__all__ = ['SAMPLES_SHOWN', 'predictions_for', 'comparison', 'plot_comparison', 'sample_title', 'filler_inspector']
+__all__ = ['SAMPLES_SHOWN', 'field', 'predictions_for', 'comparison', 'draw_band', 'plot_comparison', 'sample_title',
+           'filler_inspector']
 
-# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 3
+# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 6
+_MISSING = object()
+
+
+def field(sample, name: str, default=_MISSING):
+    "Field `name` of a `Sample` (an attribute) or of its tensor form (a key); `default` when absent, if given."
+    if isinstance(sample, Sample):
+        return getattr(sample, name)
+    if name in sample or default is _MISSING:
+        return sample[name]
+    return default
+
+# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 8
 def predictions_for(sample, fillers: dict, device="cpu") -> dict:
     "`{name: (6, H, W) prediction}` of every filler in `fillers` on `sample` (aligned once)."
     from suvi_fill.fillers import prepare
     prep = prepare(sample, device)
     return {name: filler(prep) for name, filler in fillers.items()}
 
-
+# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 11
 def comparison(sample, predictions: dict) -> list:
     """Per lost band: `{"band", "truth", "outputs": {name: display}, "errors": {name: display error},
     "psnr": {name: dB}, "limit"}`, display-mapped with the bench mapping."""
-    from suvi_fill.bench import band_psnr
-    truth = np.asarray(sample["target"])
-    lost = np.asarray(sample["lost"]) > 0.5
-    scores = {name: band_psnr(np.nan_to_num(p), truth) for name, p in predictions.items()}
+    truth = np.asarray(field(sample, "target"))
+    lost = np.asarray(field(sample, "lost")) > 0.5
+    scores = {name: coding.band_psnr(np.nan_to_num(p), truth) for name, p in predictions.items()}
     rows = []
     for b in np.flatnonzero(lost):
         w = paths.WAVELENGTHS[b]
-        shown = metrics.to_display(truth[b], w, coded=True)
-        outputs = {n: metrics.to_display(np.nan_to_num(p[b]), w, coded=True) for n, p in predictions.items()}
+        shown = coding.to_display(truth[b], w, coded=True)
+        outputs = {n: coding.to_display(np.nan_to_num(p[b]), w, coded=True) for n, p in predictions.items()}
         errors = {n: o - shown for n, o in outputs.items()}
         limit = max([float(np.abs(e).max()) for e in errors.values()] + [1e-3])
         rows.append({"band": w, "truth": shown, "outputs": outputs, "errors": errors, "limit": limit,
                      "psnr": {n: float(scores[n][b]) for n in predictions}})
     return rows
 
+# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 14
+def draw_band(top, bottom, row: dict, predictions) -> None:
+    "One lost band's two rows of axes: truth and outputs on `top`, error maps on `bottom` (a `comparison` row)."
+    top[0].imshow(row["truth"], origin="lower", cmap="gray", vmin=0, vmax=1)
+    top[0].set_title(f"truth {row['band']} Å", fontsize=8)
+    bottom[0].text(0.5, 0.5, f"error\n±{row['limit']:.3f}", ha="center", va="center", fontsize=8)
+    for c, name in enumerate(predictions, start=1):
+        top[c].imshow(row["outputs"][name], origin="lower", cmap="gray", vmin=0, vmax=1)
+        top[c].set_title(f"{name} {row['psnr'][name]:.2f} dB", fontsize=8)
+        bottom[c].imshow(row["errors"][name], origin="lower", cmap="RdBu_r", vmin=-row["limit"], vmax=row["limit"])
+        bottom[c].set_title(f"{name} error", fontsize=8)
+    for ax in (*top, *bottom):
+        ax.set_axis_off()
 
+# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 17
 def plot_comparison(sample, predictions: dict, figure=None, title=None):
     "Truth | outputs, then the error maps, two rows per lost band; returns the figure."
     from matplotlib.figure import Figure
@@ -53,34 +80,24 @@ def plot_comparison(sample, predictions: dict, figure=None, title=None):
         return figure
     axes = figure.subplots(2 * len(rows), columns, squeeze=False)
     for r, row in enumerate(rows):
-        top, bottom = axes[2 * r], axes[2 * r + 1]
-        top[0].imshow(row["truth"], origin="lower", cmap="gray", vmin=0, vmax=1)
-        top[0].set_title(f"truth {row['band']} Å", fontsize=8)
-        bottom[0].text(0.5, 0.5, f"error\n±{row['limit']:.3f}", ha="center", va="center", fontsize=8)
-        for c, name in enumerate(predictions, start=1):
-            top[c].imshow(row["outputs"][name], origin="lower", cmap="gray", vmin=0, vmax=1)
-            top[c].set_title(f"{name} {row['psnr'][name]:.2f} dB", fontsize=8)
-            bottom[c].imshow(row["errors"][name], origin="lower", cmap="RdBu_r",
-                             vmin=-row["limit"], vmax=row["limit"])
-            bottom[c].set_title(f"{name} error", fontsize=8)
-        for ax in (*top, *bottom):
-            ax.set_axis_off()
+        draw_band(axes[2 * r], axes[2 * r + 1], row, predictions)
     if title:
         figure.suptitle(title, fontsize=9)
     return figure
 
-
+# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 19
 def sample_title(sample) -> str:
     "g16 2024-03-18 01:04Z, lost 171, 195 Å."
-    lost = [str(w) for w, l in zip(paths.WAVELENGTHS, np.asarray(sample["lost"]) > 0.5) if l]
-    stamp = paths.time_of(sample["when"]).strftime("%Y-%m-%d %H:%M") if "when" in sample else "sample"
-    return f"g{sample.get('satellite', '?')} {stamp}Z, lost {', '.join(lost)} Å"
+    lost = [str(w) for w, l in zip(paths.WAVELENGTHS, np.asarray(field(sample, "lost")) > 0.5) if l]
+    when, satellite = field(sample, "when", None), field(sample, "satellite", "?")
+    stamp = "sample" if when is None else paths.time_of(when).strftime("%Y-%m-%d %H:%M")
+    return f"g{satellite} {stamp}Z, lost {', '.join(lost)} Å"
 
-# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 7
+# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 24
 #: Samples per (split, gap) the widget offers.
 SAMPLES_SHOWN = 16
 
-
+# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 26
 def filler_inspector(shards_dir, checkpoint=None, gaps=None, device="cpu"):
     "An ipywidgets inspector of the bench's samples (see above); returns the widget."
     import ipywidgets as widgets

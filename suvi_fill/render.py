@@ -5,22 +5,22 @@
 # %% ../nbs/suvi_fill/52_render.ipynb 2
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import cv2
 import numpy as np
 
-from suvi_fill import dataset, metrics, paths, samples, segments
+from suvi_fill import coding, dataset, paths, samples, segments
+from suvi_fill.corpus import Corpus
 from suvi_fill.sample import Sample, Target, assemble
 from suvi_fill.errors import DataError, OptionError
 from suvi_fill.files import atomic_write, atomic_write_json, temporary_sibling
 
 # %% auto 0
 __all__ = ['RENDER_SPAN', 'MIN_SIZE', 'FPS', 'FILLED_COLOUR', 'MISSING_COLOUR', 'BORDER_FRACTION', 'FrameSource', 'compose',
-           'label', 'mark_filled', 'render_missing', 'frame_name', 'render_frames', 'write_movie', 'parse_bands',
-           'render_command']
+           'label', 'mark_filled', 'render_missing', 'frame_name', 'render_frame', 'write_frame', 'render_frames',
+           'write_movie', 'parse_bands', 'run_render', 'render_command']
 
 # %% ../nbs/suvi_fill/52_render.ipynb 3
 #: Default span (slots either side) a frame's lost band is filled from: 64 slots = 4 h 16 min.
@@ -41,15 +41,15 @@ class FrameSource:
 
     def __init__(self, shards_dir, offsets, satellites=None, days=None):
         self.directory = Path(shards_dir)
-        manifest = segments.load_manifest(self.directory / segments.MANIFEST)
-        self.manifest = manifest
-        self.resolution = int(manifest["resolution"])
-        self.satellites = tuple(int(s) for s in (satellites or manifest["satellites"]))
-        names = [n for n, info in manifest["shards"].items() if int(info["satellite"]) in self.satellites
-                 and (days is None or info["day"] in days) and (self.directory / n).exists()]
+        self.corpus = corpus = Corpus.open(self.directory)
+        self.manifest, self.resolution = corpus.manifest, corpus.resolution
+        self.satellites = tuple(int(s) for s in (satellites or corpus.satellites))
+        names = [path.name for (day, _), path in corpus.shards(satellites=self.satellites).items()
+                 if (days is None or day in days) and path.exists()]
         self.shards = segments.open_shards(self.directory, sorted(names)) if names else {}
+        calibration = corpus.calibration if "calibration" in corpus.manifest else None
         self.sampler = samples.Sampler(self.shards, satellites=self.satellites, offsets=offsets,
-                                       calibration=manifest.get("calibration"))
+                                       calibration=calibration)
 
     def stored(self, satellite: int, slot: int):
         "`(frame (6, H, W), present (6,), time, b0, radius)` of a slot; zeros/False where nothing is stored."
@@ -88,12 +88,12 @@ class FrameSource:
 # %% ../nbs/suvi_fill/52_render.ipynb 7
 def compose(frame, bands, size: int) -> np.ndarray:
     "Display-mapped uint8 (size, size, 3) RGB of asinh-coded `frame` (6, H, W), `bands` wavelengths (1 or 3)."
-    planes = [metrics.to_display(frame[paths.BAND_INDEX[w]], w, coded=True) for w in bands]
+    planes = [coding.to_display(frame[paths.BAND_INDEX[w]], w, coded=True) for w in bands]
     rgb = np.stack(planes * 3 if len(planes) == 1 else planes, axis=-1)[::-1]        # north up
     image = np.clip(np.rint(rgb * 255.0), 0, 255).astype(np.uint8)
     return cv2.resize(np.ascontiguousarray(image), (size, size), interpolation=cv2.INTER_LINEAR)
 
-
+# %% ../nbs/suvi_fill/52_render.ipynb 10
 def _text(image, text, row, colour, scale):
     thickness = max(1, int(round(scale * 2)))
     cv2.putText(image, text, (int(image.shape[1] * 0.02), row), cv2.FONT_HERSHEY_SIMPLEX, scale, (0, 0, 0),
@@ -101,14 +101,14 @@ def _text(image, text, row, colour, scale):
     cv2.putText(image, text, (int(image.shape[1] * 0.02), row), cv2.FONT_HERSHEY_SIMPLEX, scale, colour,
                 thickness, cv2.LINE_AA)
 
-
+# %% ../nbs/suvi_fill/52_render.ipynb 12
 def label(image, text) -> np.ndarray:
     "Write the frame's time/band caption along the bottom edge."
     scale = image.shape[0] / 1100
     _text(image, text, image.shape[0] - int(image.shape[0] * 0.02), (235, 235, 235), scale)
     return image
 
-
+# %% ../nbs/suvi_fill/52_render.ipynb 14
 def mark_filled(image, text) -> np.ndarray:
     "The filled marker: a yellow border and a yellow label at the top."
     width = max(2, int(round(image.shape[0] * BORDER_FRACTION)))
@@ -116,7 +116,7 @@ def mark_filled(image, text) -> np.ndarray:
     _text(image, text, int(image.shape[0] * 0.06), FILLED_COLOUR, image.shape[0] / 900)
     return image
 
-
+# %% ../nbs/suvi_fill/52_render.ipynb 16
 def render_missing(size: int, text) -> np.ndarray:
     "A missing frame: dark grey, a red cross, 'MISSING' and why."
     image = np.full((size, size, 3), 40, np.uint8)
@@ -127,12 +127,51 @@ def render_missing(size: int, text) -> np.ndarray:
     _text(image, text, int(size * 0.2), MISSING_COLOUR, size / 1000)
     return image
 
-# %% ../nbs/suvi_fill/52_render.ipynb 10
+# %% ../nbs/suvi_fill/52_render.ipynb 19
 def frame_name(satellite: int, slot: int) -> str:
     "PNG name of a rendered frame: g16_20240318T010400Z.png."
     return f"g{int(satellite)}_{paths.format_stamp(paths.time_of(slot))}.png"
 
+# %% ../nbs/suvi_fill/52_render.ipynb 22
+def render_frame(source: FrameSource, satellite: int, slot: int, bands, filler, size: int, reach: int) -> tuple:
+    "`(entry, image)`: the render-index entry and the RGB uint8 image of `(satellite, slot)`."
+    frame, own, when, _, _ = source.stored(satellite, slot)
+    need = np.isin(paths.WAVELENGTHS, bands)
+    lost = need & ~own
+    stamp = paths.time_of(slot).strftime("%Y-%m-%d %H:%M")
+    caption = f"GOES-{satellite} SUVI {'/'.join(str(w) for w in bands)} A  {stamp}Z"
+    entry = {"file": frame_name(satellite, slot), "slot": slot, "time": paths.time_of(slot).isoformat(),
+             "satellite": satellite, "bands": list(bands),
+             "stored": [w for w in bands if own[paths.BAND_INDEX[w]]], "filled": {}, "missing": []}
+    if not lost.any():
+        entry["status"] = "stored"
+        return entry, label(compose(frame, bands, size), caption)
+    sample = source.sample(satellite, slot, lost)
+    prediction = filler(sample)
+    filled = [w for w in bands if lost[paths.BAND_INDEX[w]] and np.isfinite(prediction[paths.BAND_INDEX[w]]).all()]
+    entry["missing"] = [w for w in bands if lost[paths.BAND_INDEX[w]] and w not in filled]
+    entry["filled"] = {str(w): filler.name for w in filled}
+    entry["anchors"] = {str(w): [[int(s), int(t), round(float(d), 1)] for (s, t), d, p in
+                                 zip(sample.frames[1:], sample.dts[1:], sample.present[1:, paths.BAND_INDEX[w]]) if p]
+                        for w in filled}
+    if entry["missing"]:
+        entry["status"] = "missing"
+        return entry, render_missing(size, f"g{satellite} {stamp}Z: no frame within +-{reach} slots "
+                                           f"holds {', '.join(str(w) for w in entry['missing'])} A")
+    entry["status"] = "filled"
+    image = compose(np.where(lost[:, None, None], prediction, frame), bands, size)
+    return entry, mark_filled(label(image, caption), f"FILLED {', '.join(str(w) for w in filled)} A by {filler.name}")
 
+# %% ../nbs/suvi_fill/52_render.ipynb 24
+def write_frame(out: Path, entry: dict, image: np.ndarray, filler_name: str) -> None:
+    "Write `image` (RGB uint8) to `out / entry['file']` and `entry` beside it (.json), each atomically."
+    ok, png = cv2.imencode(".png", cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
+    if not ok:
+        raise DataError(f"{out / entry['file']}: OpenCV could not encode the frame as PNG; check the image size")
+    atomic_write(out / entry["file"], png.tobytes())
+    atomic_write_json((out / entry["file"]).with_suffix(".json"), entry | {"filler": filler_name})
+
+# %% ../nbs/suvi_fill/52_render.ipynb 27
 def render_frames(shards_dir, satellite: int, start_slot: int, end_slot: int, bands, filler, out,
                   size: int | None = None, span: int = RENDER_SPAN, progress: bool = True) -> dict:
     """Render slots `[start_slot, end_slot)` of `satellite` into `out`; returns the render index.
@@ -143,9 +182,6 @@ def render_frames(shards_dir, satellite: int, start_slot: int, end_slot: int, ba
     from suvi_fill.samples import gap_offsets
     out = Path(out)
     satellite = int(satellite)
-    need = np.zeros(6, bool)
-    for w in bands:
-        need[paths.BAND_INDEX[w]] = True
     offsets = gap_offsets(span, filler.offsets or samples.ladder_for(min(span, samples.LADDER[0])))
     reach = max(offsets)
     days = set(segments.days_touched([(start_slot - reach, end_slot + reach)]))
@@ -157,48 +193,15 @@ def render_frames(shards_dir, satellite: int, start_slot: int, end_slot: int, ba
         size += -size % 16                                   # the movie encoder's macro blocks
         for slot in tqdm(range(start_slot, end_slot), desc="render", unit="frame",
                          disable=None if progress else True, leave=False):
-            frame, own, when, _, _ = source.stored(satellite, slot)
-            lost = need & ~own
-            stamp = paths.time_of(slot).strftime("%Y-%m-%d %H:%M")
-            caption = f"GOES-{satellite} SUVI {'/'.join(str(w) for w in bands)} A  {stamp}Z"
-            entry = {"file": frame_name(satellite, slot), "slot": slot, "time": paths.time_of(slot).isoformat(),
-                     "satellite": satellite, "bands": list(bands),
-                     "stored": [w for w in bands if own[paths.BAND_INDEX[w]]], "filled": {}, "missing": []}
-            if not lost.any():
-                entry["status"] = "stored"
-                image = label(compose(frame, bands, size), caption)
-            else:
-                sample = source.sample(satellite, slot, lost)
-                prediction = filler(sample)
-                filled = [w for w in bands if lost[paths.BAND_INDEX[w]]
-                          and np.isfinite(prediction[paths.BAND_INDEX[w]]).all()]
-                entry["missing"] = [w for w in bands if lost[paths.BAND_INDEX[w]] and w not in filled]
-                entry["filled"] = {str(w): filler.name for w in filled}
-                entry["anchors"] = {str(w): [[int(s), int(t), round(float(d), 1)] for (s, t), d, p in
-                                             zip(sample.frames[1:], sample.dts[1:],
-                                                 sample.present[1:, paths.BAND_INDEX[w]]) if p]
-                                    for w in filled}
-                if entry["missing"]:
-                    entry["status"] = "missing"
-                    image = render_missing(size, f"g{satellite} {stamp}Z: no frame within +-{reach} slots "
-                                                 f"holds {', '.join(str(w) for w in entry['missing'])} A")
-                else:
-                    entry["status"] = "filled"
-                    image = compose(np.where(lost[:, None, None], prediction, frame), bands, size)
-                    image = mark_filled(label(image, caption),
-                                        f"FILLED {', '.join(str(w) for w in filled)} A by {filler.name}")
-            ok, png = cv2.imencode(".png", cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
-            if not ok:
-                raise DataError(f"{entry['file']}: OpenCV could not encode the frame as PNG")
-            atomic_write(out / entry["file"], png.tobytes())
-            atomic_write_json((out / entry["file"]).with_suffix(".json"), entry | {"filler": filler.name})
+            entry, image = render_frame(source, satellite, slot, bands, filler, size, reach)
+            write_frame(out, entry, image, filler.name)
             frames.append(entry)
     counts = {k: sum(f["status"] == k for f in frames) for k in ("stored", "filled", "missing")}
     return {"satellite": satellite, "bands": list(bands), "start": paths.time_of(start_slot).isoformat(),
             "end": paths.time_of(end_slot).isoformat(), "filler": filler.name, "span": reach, "size": size,
             "counts": counts, "frames": frames}
 
-
+# %% ../nbs/suvi_fill/52_render.ipynb 29
 def write_movie(out, index: dict, movie, fps: int = FPS) -> Path:
     "Assemble the index's PNGs, in slot order, into an MP4 at `movie` (atomically)."
     import imageio.v2 as imageio
@@ -218,7 +221,7 @@ def write_movie(out, index: dict, movie, fps: int = FPS) -> Path:
             temporary.unlink()
     return movie
 
-# %% ../nbs/suvi_fill/52_render.ipynb 12
+# %% ../nbs/suvi_fill/52_render.ipynb 31
 def parse_bands(band, rgb) -> tuple:
     "The wavelengths to render from `--band` or `--rgb` (exactly one)."
     if (band is None) == (rgb is None):
@@ -234,7 +237,34 @@ def parse_bands(band, rgb) -> tuple:
         raise OptionError(f"band {unknown[0]} A: SUVI bands are {', '.join(str(w) for w in paths.WAVELENGTHS)}")
     return bands
 
+# %% ../nbs/suvi_fill/52_render.ipynb 34
+def run_render(args) -> int:
+    "Render, and write the movie and `render.json`, for parsed `suvi-fill render` flags; refuses bad flags first."
+    from suvi_fill.device import pick_device
+    from suvi_fill.fillers import make_filler
+    bands = parse_bands(args.band, args.rgb)
+    start, end = paths.slot_of(args.start), paths.slot_of(args.end)
+    if end <= start:
+        raise OptionError(f"--end {args.end} is not after --start {args.start}")
+    if args.span < 1:
+        raise OptionError(f"--span {args.span}: must be at least 1 slot")
+    if args.fill == "learned" and args.checkpoint is None:
+        raise OptionError("--fill learned needs --checkpoint (a trainer's best.pt)")
+    filler = make_filler(args.fill, checkpoint=args.checkpoint, device=pick_device(args.device))
+    index = render_frames(args.shards, args.satellite, start, end, bands, filler, args.out,
+                          size=args.size, span=args.span, progress=not args.quiet)
+    index["checkpoint"] = None if args.checkpoint is None else str(args.checkpoint)
+    if args.movie is not None:
+        index["movie"] = str(write_movie(args.out, index, args.movie, args.fps))
+    atomic_write_json(args.out / "render.json", index)
+    c = index["counts"]
+    print(f"rendered {len(index['frames'])} frames of g{args.satellite} "
+          f"({'/'.join(str(w) for w in bands)} A) to {args.out}: {c['stored']} stored, "
+          f"{c['filled']} filled by {args.fill}, {c['missing']} missing"
+          + (f"; movie {index['movie']}" if args.movie is not None else ""))
+    return 0
 
+# %% ../nbs/suvi_fill/52_render.ipynb 37
 def render_command(parser):
     "`suvi-fill render`: display-mapped frames with lost bands filled."
     from suvi_fill.fillers import FILLERS
@@ -252,31 +282,8 @@ def render_command(parser):
                         help=f"fill from frames up to this many slots away (default {RENDER_SPAN})")
     parser.add_argument("--size", type=int, default=None, help=f"output pixels (default max({MIN_SIZE}, corpus))")
     parser.add_argument("--fps", type=int, default=FPS, help=f"movie frame rate (default {FPS})")
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                        help="where the filler runs (default: auto, CUDA when there is one)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (default: shown)")
 
-    def run(args) -> int:
-        from suvi_fill.device import pick_device
-        from suvi_fill.fillers import make_filler
-        bands = parse_bands(args.band, args.rgb)
-        start, end = paths.slot_of(args.start), paths.slot_of(args.end)
-        if end <= start:
-            raise OptionError(f"--end {args.end} is not after --start {args.start}")
-        if args.span < 1:
-            raise OptionError(f"--span {args.span}: must be at least 1 slot")
-        if args.fill == "learned" and args.checkpoint is None:
-            raise OptionError("--fill learned needs --checkpoint (a trainer's best.pt)")
-        filler = make_filler(args.fill, checkpoint=args.checkpoint, device=pick_device(args.device))
-        index = render_frames(args.shards, args.satellite, start, end, bands, filler, args.out,
-                              size=args.size, span=args.span, progress=not args.quiet)
-        index["checkpoint"] = None if args.checkpoint is None else str(args.checkpoint)
-        if args.movie is not None:
-            index["movie"] = str(write_movie(args.out, index, args.movie, args.fps))
-        atomic_write_json(args.out / "render.json", index)
-        c = index["counts"]
-        print(f"rendered {len(index['frames'])} frames of g{args.satellite} "
-              f"({'/'.join(str(w) for w in bands)} A) to {args.out}: {c['stored']} stored, "
-              f"{c['filled']} filled by {args.fill}, {c['missing']} missing"
-              + (f"; movie {index['movie']}" if args.movie is not None else ""))
-        return 0
-    return run
+    return run_render
