@@ -92,8 +92,8 @@ def bench_sampler(resolution: int, builds: int) -> None:
             t1 = time.perf_counter()
             if sample is None:
                 continue
-            held = int(sample["present"].sum()) + 6
-            depths.append(len(sample["frames"]))
+            held = int(sample.present.sum()) + 6
+            depths.append(sample.depth)
             t2 = time.perf_counter()
             copied = source32[:held * plane].copy()
             t3 = time.perf_counter()
@@ -105,7 +105,7 @@ def bench_sampler(resolution: int, builds: int) -> None:
             copy16 += t4 - t3
             built += 1
             held_bytes += 4 * held * plane
-            stack_bytes += sample["stack"].nbytes + sample["target"].nbytes
+            stack_bytes += sample.stack.nbytes + sample.target.nbytes
             del copied, converted, sample
         copy32, copy16 = copy32 / built, copy16 / built
         for shard in shards.values():
