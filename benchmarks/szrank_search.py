@@ -41,10 +41,11 @@ def anneal(topology: int, seed: int, budget: int):
     from szrank.archive import read_run
     from szrank.search import DEFAULT_ITERATIONS, DEFAULT_REPLICAS, run_search
     import uuid
-    with tempfile.TemporaryDirectory() as folder:
-        summary = run_search(Path(folder), topology, 10 ** 9, seed, 0, budget=budget)
-        _, events = read_run(Path(folder), uuid.UUID(summary.run_id))
     per_step = 1 + DEFAULT_REPLICAS * DEFAULT_ITERATIONS
+    steps = -(-max(budget - 1, 1) // per_step)          # the temperature schedule spans the whole budget
+    with tempfile.TemporaryDirectory() as folder:
+        summary = run_search(Path(folder), topology, steps, seed, 0, budget=budget)
+        _, events = read_run(Path(folder), uuid.UUID(summary.run_id))
     totals = events["result_defects"].astype(np.int64).sum(axis=1)
     history, best = [(1, summary.start_total)], summary.start_total
     for k, total in enumerate(totals):
