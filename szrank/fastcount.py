@@ -11,7 +11,7 @@ import numpy as np
 
 from szrank.geometry import (FAR_AWAY, NEAR_PARALLEL, PUBLIC_ON_EDGE_CORNER2, PUBLIC_ON_EDGE_DIST2,
                              PUBLIC_PARALLEL_DET2, PUBLIC_PARALLEL_DIST2, PUBLIC_PARAMETER_TOLERANCE, Layout,
-                             _LOCAL_PAIRS, _batch, _frame, evaluate)
+                             _LOCAL_PAIRS, _batch, evaluate)
 
 try:
     import numba
@@ -156,13 +156,46 @@ def _side(a, b, normal, offset):
 
 # %% ../nbs/szrank/36_fastcount.ipynb 10
 @_jit
-def _count_batch(n, d, far, triangles, corners, pairs, ends, faces, owners, rim, skip, out):
-    "out[b] = (C, I, degenerate) of configuration b (unit planes in frame units; far[b] = (centre, radius²))."
+def _frame_of(n, d):
+    "Centre (3,) and scale of unit planes, as `geometry._frame` (least-squares point, RMS plane distance)."
+    g = np.zeros((3, 3))
+    r = np.zeros(3)
+    for f in range(n.shape[0]):
+        for i in range(3):
+            r[i] += n[f, i] * d[f]
+            for j in range(3):
+                g[i, j] += n[f, i] * n[f, j]
+    for i in range(3):
+        g[i, i] += 1e-12
+    a = np.empty((3, 3))                               # adjugate columns: r1 x r2, r2 x r0, r0 x r1
+    for col, (p, q) in enumerate(((1, 2), (2, 0), (0, 1))):
+        a[0, col] = g[p, 1] * g[q, 2] - g[p, 2] * g[q, 1]
+        a[1, col] = g[p, 2] * g[q, 0] - g[p, 0] * g[q, 2]
+        a[2, col] = g[p, 0] * g[q, 1] - g[p, 1] * g[q, 0]
+    det = g[0, 0] * a[0, 0] + g[0, 1] * a[1, 0] + g[0, 2] * a[2, 0]
+    centre = np.empty(3)
+    for i in range(3):
+        centre[i] = (a[i, 0] * r[0] + a[i, 1] * r[1] + a[i, 2] * r[2]) / det
+    total = 0.0
+    for f in range(n.shape[0]):
+        distance = d[f] - (n[f, 0] * centre[0] + n[f, 1] * centre[1] + n[f, 2] * centre[2])
+        total += distance * distance
+    return centre, max(np.sqrt(total / n.shape[0]), 1e-300)
+
+# %% ../nbs/szrank/36_fastcount.ipynb 11
+@_jit
+def _count_batch(n, d, triangles, corners, pairs, ends, faces, owners, rim, skip, out):
+    "out[b] = (C, I, degenerate) of configuration b (unit planes), counted in units of its frame scale."
     T, F, K = triangles.shape[0], corners.shape[0], corners.shape[1]
     V, bad, polygons = np.empty((T, 3)), np.zeros(T, np.bool_), np.empty((F, K, 2))
-    U, W = np.empty((F, 3)), np.empty((F, 3))
+    U, W, dn, far = np.empty((F, 3)), np.empty((F, 3)), np.empty(F), np.empty(4)
     for b in range(n.shape[0]):
-        _vertices_into(n[b], d[b], triangles, far[b], V, bad)
+        centre, scale = _frame_of(n[b], d[b])
+        for f in range(F):
+            dn[f] = (d[b, f] - (n[b, f, 0] * centre[0] + n[b, f, 1] * centre[1] + n[b, f, 2] * centre[2])) / scale
+        centre, scale = _frame_of(n[b], dn)            # the frame `evaluate` tests "at infinity" against
+        far[:3], far[3] = centre, (FAR_AWAY * scale) ** 2
+        _vertices_into(n[b], dn, triangles, far, V, bad)
         for f in range(F):
             _basis(n[b, f], U[f], W[f])
             for k in range(K):
@@ -170,26 +203,22 @@ def _count_batch(n, d, far, triangles, corners, pairs, ends, faces, owners, rim,
                 polygons[f, k, 0] = p[0] * U[f, 0] + p[1] * U[f, 1] + p[2] * U[f, 2]
                 polygons[f, k, 1] = p[0] * W[f, 0] + p[1] * W[f, 1] + p[2] * W[f, 2]
         out[b, 0] = _count_crossings(polygons, pairs)
-        out[b, 1] = _count_intersections(V, n[b], d[b], U, W, polygons, corners, ends, faces, owners, rim, skip)
+        out[b, 1] = _count_intersections(V, n[b], dn, U, W, polygons, corners, ends, faces, owners, rim, skip)
         out[b, 2] = bad.sum()
 
-# %% ../nbs/szrank/36_fastcount.ipynb 11
+# %% ../nbs/szrank/36_fastcount.ipynb 12
 def count_totals(normals, offsets, layout: Layout) -> np.ndarray:
     """(B, 3) int64 rows (C, I, degenerate) of one configuration or a batch, equal to `evaluate`'s
     crossings, intersections and degenerate (public rule, frame-scale units)."""
     n, d = _batch(normals, offsets)
-    centre, scale = _frame(n, d)
-    d = (d - np.einsum("bfi,bi->bf", n, centre)) / scale[:, None]
     if numba is None:
-        defects = evaluate(n, d, layout, absolute=True)
+        defects = evaluate(n, d, layout)
         return np.stack([defects.crossings, defects.intersections, defects.degenerate], axis=1).astype(np.int64)
     out = np.zeros((n.shape[0], 3), np.int64)
-    centre2, scale2 = _frame(n, d)                  # the frame `evaluate` tests "at infinity" against
-    far = np.concatenate([centre2, ((FAR_AWAY * scale2) ** 2)[:, None]], axis=1)
-    _count_batch(np.ascontiguousarray(n), np.ascontiguousarray(d), far, *_kernel_arrays(layout), out)
+    _count_batch(np.ascontiguousarray(n), np.ascontiguousarray(d), *_kernel_arrays(layout), out)
     return out
 
-# %% ../nbs/szrank/36_fastcount.ipynb 12
+# %% ../nbs/szrank/36_fastcount.ipynb 13
 @lru_cache(maxsize=None)
 def _kernel_arrays(L: Layout) -> tuple:
     "The layout's index arrays as the kernel takes them (contiguous, pair-major)."
