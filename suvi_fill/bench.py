@@ -49,22 +49,22 @@ def as_corpus(corpus, shards_dir) -> Corpus:
         return corpus
     return Corpus(Path(shards_dir) / "manifest.json", Path(shards_dir), corpus)
 
-
+# %% ../nbs/suvi_fill/51_bench.ipynb 6
 def split_segments(corpus, split: str) -> list:
     "`[(satellite, start, end), ...]` of `split` in `corpus` (a `Corpus` or manifest dict); `InvalidData` when it has none."
     return as_corpus(corpus, ".").split(split)
 
-
+# %% ../nbs/suvi_fill/51_bench.ipynb 7
 def split_targets(segs) -> list:
     "Every `(satellite, slot)` inside `segs` (clean by construction), in time order."
     out = [(sat, slot) for sat, start, end in segs for slot in range(start, end)]
     return sorted(out, key=lambda item: (item[1], item[0]))
 
-
+# %% ../nbs/suvi_fill/51_bench.ipynb 8
 # The gap machinery (`samples.gap_damage`, `samples.measured_gaps`, ...) is the sampler's,
 # shared with the trainer, which draws samples the same way.
 
-
+# %% ../nbs/suvi_fill/51_bench.ipynb 9
 def eligible(segs, satellites, target, gap: int, sides: str = SIDES[0]) -> bool:
     """Bracketed: some satellite has a frame `gap` slots before `target` and some satellite
     one `gap` slots after it, inside `segs`; one-sided: a frame `gap` slots before it."""
@@ -73,14 +73,14 @@ def eligible(segs, satellites, target, gap: int, sides: str = SIDES[0]) -> bool:
     inside = samples.inside_mask(segs, satellites, target[1], gap)
     return bool(inside[0].any() and (sides == "one-sided" or inside[-1].any()))
 
-
+# %% ../nbs/suvi_fill/51_bench.ipynb 10
 def one_sided_inside(inside: np.ndarray) -> np.ndarray:
     "`inside` (2 * span + 1, n_satellites) with every frame after the target removed (a live feed's newest)."
     out = np.array(inside, bool)
     out[(out.shape[0] - 1) // 2 + 1:] = False
     return out
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 9
+# %% ../nbs/suvi_fill/51_bench.ipynb 14
 class BenchSet:
     """The bench's samples of one split of a corpus.
 
@@ -160,7 +160,7 @@ class BenchSet:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 11
+# %% ../nbs/suvi_fill/51_bench.ipynb 16
 def summarise(psnr, lost) -> tuple:
     "`(mean dB or None, {band: dB})` of stacked per-sample `psnr` (N, 6) over `lost` (N, 6)."
     psnr, lost = np.asarray(psnr, np.float64).reshape(-1, 6), np.asarray(lost, bool).reshape(-1, 6)
@@ -170,13 +170,7 @@ def summarise(psnr, lost) -> tuple:
                 for b, w in enumerate(paths.WAVELENGTHS) if lost[:, b].any()}
     return round(float(psnr[lost].mean()), 3), per_band
 
-
-_p = band_psnr(np.full((6, 4, 4), 0.5, np.float32), np.full((6, 4, 4), 0.5, np.float32))
-assert np.allclose(_p, 120.0)
-_mean, _bands = summarise([[10, 20, 0, 0, 0, 0], [30, 0, 0, 0, 0, 0]], [[1, 1, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0]])
-assert _mean == 20.0 and _bands == {"94": 20.0, "131": 20.0}
-
-# %% ../nbs/suvi_fill/51_bench.ipynb 13
+# %% ../nbs/suvi_fill/51_bench.ipynb 19
 def parse_gaps(text) -> tuple:
     "'1,4,16' -> (1, 4, 16); a one-line error for anything but positive integers."
     try:
@@ -187,7 +181,7 @@ def parse_gaps(text) -> tuple:
         raise OptionError(f"--gaps {text!r}: gaps must be positive slot counts")
     return tuple(sorted(set(gaps)))
 
-
+# %% ../nbs/suvi_fill/51_bench.ipynb 20
 def run_bench(shards_dir, corpus, availability, fillers: dict, gaps=GAPS, count=SAMPLES, split="test",
               seed=BENCH_SEED, device="cpu", progress=True, sides=SIDES[0]) -> dict:
     "Score `fillers` (`{name: Filler}`) on `count` samples per gap of `corpus` (a `Corpus` or manifest dict); returns the bench.json dict."
@@ -239,7 +233,7 @@ def run_bench(shards_dir, corpus, availability, fillers: dict, gaps=GAPS, count=
     result["goal"] = goal(table, gaps)
     return result
 
-
+# %% ../nbs/suvi_fill/51_bench.ipynb 21
 def goal(table: dict, gaps) -> dict:
     "The learned-vs-optical-flow margins per gap and whether the >= GOAL_MARGIN_DB goal is met."
     out = {"rule": f"learned >= optical_flow + {GOAL_MARGIN_DB} dB at every gap"}
@@ -253,7 +247,7 @@ def goal(table: dict, gaps) -> dict:
     return out | {"margins": margins, "unmeasured": unmeasured,
                   "met": bool(scored) and not unmeasured and all(m >= GOAL_MARGIN_DB for m in scored)}
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 15
+# %% ../nbs/suvi_fill/51_bench.ipynb 23
 def format_tables(result: dict) -> str:
     "bench.md: the mean table, the per-band tables and the goal, as markdown."
     gaps = [str(g) for g in result["gaps"]]
@@ -286,7 +280,7 @@ def format_tables(result: dict) -> str:
             lines.append(f"| {gap} | " + " | ".join(cell(bands.get(str(w))) for w in paths.WAVELENGTHS) + " |")
     return "\n".join(lines) + "\n"
 
-
+# %% ../nbs/suvi_fill/51_bench.ipynb 24
 def plot_bench(result: dict, axis=None):
     "PSNR against gap, one line per filler (gaps without samples left out); returns the figure."
     import matplotlib
@@ -309,7 +303,7 @@ def plot_bench(result: dict, axis=None):
         axis.legend()
     return figure
 
-
+# %% ../nbs/suvi_fill/51_bench.ipynb 25
 def write_outputs(result: dict, out) -> dict:
     "Write bench.json, bench.md and bench.png into `out` atomically; returns their paths."
     out = Path(out)
@@ -321,7 +315,7 @@ def write_outputs(result: dict, out) -> dict:
     atomic_write(written["png"], buffer.getvalue())
     return written
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 17
+# %% ../nbs/suvi_fill/51_bench.ipynb 27
 def bench_command(parser):
     "`suvi-fill bench`: score the fillers on the test split at several gaps."
     parser.add_argument("--shards", required=True, type=Path, help="corpus directory (suvi-fill build --out)")

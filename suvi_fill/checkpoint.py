@@ -22,11 +22,11 @@ VERSION = 2
 #: The `model.build` keywords, and their values in a version-1 file that lacks one.
 NET_DEFAULTS = dict(base=32, depth=3, relative=False, corr_flow=False, attention=False)
 
-
+# %% ../nbs/suvi_fill/45_checkpoint.ipynb 4
 class CheckpointError(DataError, ValueError):
     "A file that is not a filler checkpoint, or one this code cannot use (exit 2)."
 
-
+# %% ../nbs/suvi_fill/45_checkpoint.ipynb 5
 @dataclasses.dataclass
 class Checkpoint:
     "A filler checkpoint: weights, the net's config, its ladder and layout, and the run's progress."
@@ -43,7 +43,7 @@ class Checkpoint:
     manifest: str | None = None
     args: dict = dataclasses.field(default_factory=dict)
 
-# %% ../nbs/suvi_fill/45_checkpoint.ipynb 5
+# %% ../nbs/suvi_fill/45_checkpoint.ipynb 7
 def save(path, checkpoint: Checkpoint) -> None:
     "Write `checkpoint` to `path` atomically, in the current schema."
     state = dataclasses.asdict(checkpoint) | {"version": VERSION}
@@ -53,7 +53,7 @@ def save(path, checkpoint: Checkpoint) -> None:
     with atomic_writer(os.fspath(path)) as handle:
         torch.save(state, handle)
 
-# %% ../nbs/suvi_fill/45_checkpoint.ipynb 7
+# %% ../nbs/suvi_fill/45_checkpoint.ipynb 9
 def _load(path: str, device) -> dict:
     try:
         state = torch.load(path, map_location=device, weights_only=True)
@@ -66,7 +66,7 @@ def _load(path: str, device) -> dict:
         raise CheckpointError(f"{path}: not a filler checkpoint (needs 'model' and 'args' as the trainer writes)")
     return state
 
-
+# %% ../nbs/suvi_fill/45_checkpoint.ipynb 10
 def read(path, device="cpu") -> Checkpoint:
     "The checkpoint at `path` (either schema), tensors on `device`."
     path = os.fspath(path)

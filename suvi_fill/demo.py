@@ -39,12 +39,12 @@ DEMO_GAPS = (1, 4, 16, 64, 300)
 #: windows: two train, one validation, one test (the last, 1,077 slots).
 DEMO_STRETCH = 2 * max(DEMO_GAPS) + 1
 
-
+# %% ../nbs/suvi_fill/90_demo.ipynb 4
 def _demo_rates():
     from suvi_fill import sun
     return sun.OutageRates().scaled(DEMO_OUTAGE_SCALE)
 
-
+# %% ../nbs/suvi_fill/90_demo.ipynb 5
 def _archive_matches(archive: Path, days: float, resolution: int, seed: int) -> bool:
     import dataclasses
     try:
@@ -55,7 +55,7 @@ def _archive_matches(archive: Path, days: float, resolution: int, seed: int) -> 
     return ((truth.get("seed"), float(truth.get("days", -1)), truth.get("resolution"), truth.get("rates"))
             == (seed, float(days), resolution, rates))
 
-
+# %% ../nbs/suvi_fill/90_demo.ipynb 6
 def _corpus_matches(shards: Path, archive: Path, resolution: int, span_min: int, stretch: int) -> bool:
     from suvi_fill.corpus import Corpus
     from suvi_fill.errors import DataError
@@ -68,7 +68,7 @@ def _corpus_matches(shards: Path, archive: Path, resolution: int, span_min: int,
             and corpus.span_min == span_min and corpus.manifest.get("split_stretch") == stretch
             and all((shards / n).exists() for n in corpus.listed))
 
-
+# %% ../nbs/suvi_fill/90_demo.ipynb 7
 def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESOLUTION, seed: int = DEMO_SEED,
                  progress: bool = True) -> Path:
     "synth -> build -> profile -> inspect into `out`; returns the corpus directory."
@@ -97,7 +97,7 @@ def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESO
         print("  " + line)
     return shards
 
-# %% ../nbs/suvi_fill/90_demo.ipynb 6
+# %% ../nbs/suvi_fill/90_demo.ipynb 10
 #: The demo's training run, as `TrainConfig` fields (the reasons for each value are above).
 DEMO_TRAIN = dict(base=16, depth=2, batch=4, workers=0, val_samples=24, max_steps=1200, eval_every=200,
                   warmup=50, lr=5e-4, plateau_evals=0, epochs=100, seed=0, balance=True, threads=2,
@@ -113,7 +113,7 @@ DEMO_FRAMES = 12
 DEMO_RGB = (304, 171, 195)
 STAGES = ("corpus", "train", "bench", "render")
 
-# %% ../nbs/suvi_fill/90_demo.ipynb 7
+# %% ../nbs/suvi_fill/90_demo.ipynb 11
 def _sha256(path) -> str:
     import hashlib
     digest = hashlib.sha256()
@@ -122,7 +122,7 @@ def _sha256(path) -> str:
             digest.update(block)
     return digest.hexdigest()
 
-
+# %% ../nbs/suvi_fill/90_demo.ipynb 12
 class _Tee(io.TextIOBase):
     "Writes through to `stream` and keeps the text, so a reused run can print its log again."
     def __init__(self, stream):
@@ -138,7 +138,7 @@ class _Tee(io.TextIOBase):
     def lines(self) -> list:
         return [line for line in "".join(self.kept).splitlines() if line.strip()]
 
-
+# %% ../nbs/suvi_fill/90_demo.ipynb 13
 def _command_line(config) -> str:
     "The `suvi-fill train` flags that give `config` (the fields off their defaults)."
     words = []
@@ -148,7 +148,7 @@ def _command_line(config) -> str:
             words += [f"--{field.name.replace('_', '-')}"] + ([] if value is True else [str(value)])
     return " ".join(words)
 
-# %% ../nbs/suvi_fill/90_demo.ipynb 9
+# %% ../nbs/suvi_fill/90_demo.ipynb 15
 def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
     "Train the demo model into `out/run` (or reuse a finished run); returns `best.pt`."
     from suvi_fill.errors import SuviFillError, TrainingAborted
@@ -189,7 +189,7 @@ def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
                                                                if status == 1 else ""))
     return run_dir / "best.pt"
 
-# %% ../nbs/suvi_fill/90_demo.ipynb 10
+# %% ../nbs/suvi_fill/90_demo.ipynb 16
 def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True,
                 sides: str = "bracketed") -> dict:
     """Bench every filler at `sides` gaps into `out/bench[/DEMO_SIDES[sides]]` (or reuse a bench of
@@ -221,7 +221,7 @@ def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", 
 
 
 
-# %% ../nbs/suvi_fill/90_demo.ipynb 11
+# %% ../nbs/suvi_fill/90_demo.ipynb 17
 def render_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True) -> dict:
     "Render `DEMO_FRAMES` RGB frames of GOES-16 around its first lost 171 Å frame, and their movie."
     from suvi_fill.files import atomic_write_json
@@ -246,7 +246,7 @@ def render_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu",
           f"{c['missing']} missing) and movie.mp4 -> {where}")
     return index
 
-# %% ../nbs/suvi_fill/90_demo.ipynb 12
+# %% ../nbs/suvi_fill/90_demo.ipynb 18
 def demo_command(parser):
     "`suvi-fill demo [--out DIR] [--until STAGE]`."
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")

@@ -29,7 +29,7 @@ def read_history(path) -> list:
             continue                  # a line being written as we read
     return rows
 
-
+# %% ../nbs/suvi_fill/42_training.ipynb 5
 def series(rows, key) -> tuple:
     "(steps, values) of the rows holding `key`, as float arrays."
     chosen = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
@@ -38,7 +38,7 @@ def series(rows, key) -> tuple:
     steps, values = zip(*chosen)
     return np.asarray(steps, float), np.asarray(values, float)
 
-# %% ../nbs/suvi_fill/42_training.ipynb 6
+# %% ../nbs/suvi_fill/42_training.ipynb 7
 def plot_history(rows, figure=None, title=None):
     "Draw (or redraw into `figure`) the four panels of a run's history; returns the figure."
     import matplotlib.pyplot as plt
@@ -81,7 +81,7 @@ def plot_history(rows, figure=None, title=None):
     figure.tight_layout()
     return figure
 
-# %% ../nbs/suvi_fill/42_training.ipynb 8
+# %% ../nbs/suvi_fill/42_training.ipynb 9
 #: A loss this many times the running minimum marks divergence.  Low, because the
 #: range test's loss is the asinh-space loss of a net that starts as a good blend:
 #: on the 36 h corpus the loss at 3e-3 sat only 24 % above its minimum, yet a run at
@@ -90,7 +90,7 @@ DIVERGENCE = 1.2
 #: The pick sits this factor below the divergence LR.
 PICK_FACTOR = 3.0
 
-
+# %% ../nbs/suvi_fill/42_training.ipynb 10
 def lr_pick(rows) -> tuple:
     "(divergence LR or None, picked LR) from the rows of an LR range test."
     chosen = [(r["lr"], r["train_loss"]) for r in rows if "lr" in r and "train_loss" in r]
@@ -104,7 +104,7 @@ def lr_pick(rows) -> tuple:
         lowest = min(lowest, loss)
     return None, float(rates[int(np.argmin(losses))]) / PICK_FACTOR
 
-
+# %% ../nbs/suvi_fill/42_training.ipynb 11
 def plot_lr_range(rows, axis=None):
     "Loss against LR (log), the divergence point and the pick marked; returns (figure, pick)."
     import matplotlib.pyplot as plt
@@ -126,7 +126,7 @@ def plot_lr_range(rows, axis=None):
     axis.figure.tight_layout()
     return axis.figure, pick
 
-# %% ../nbs/suvi_fill/42_training.ipynb 11
+# %% ../nbs/suvi_fill/42_training.ipynb 14
 class LivePlot:
     "`on_record` callback for `train.train`: collect rows, redraw `plot_history` in place."
 
