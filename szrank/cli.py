@@ -9,15 +9,17 @@ import argparse
 import contextlib
 import dataclasses
 import importlib
+import signal
 import sys
+import threading
 from typing import Callable, Sequence
 
 from szrank.common import package_version
-from szrank.errors import INTERRUPTED, REFUSED, SzrankError
+from szrank.errors import INTERRUPTED, REFUSED, TERMINATED, SzrankError, Terminated
 
 # %% auto 0
-__all__ = ['PERSON_ERRORS', 'DESCRIPTION', 'COMMANDS', 'Command', 'run_cli', 'version_command', 'run_train', 'train_command',
-           'train_main', 'main']
+__all__ = ['PERSON_ERRORS', 'DESCRIPTION', 'COMMANDS', 'Command', 'handle_sigterm', 'run_cli', 'version_command', 'run_train',
+           'training_interrupted_line', 'train_command', 'train_main', 'main']
 
 # %% ../nbs/szrank/95_cli.ipynb 3
 @dataclasses.dataclass(frozen=True)
@@ -47,22 +49,44 @@ def _chosen_runner(sub, commands: Sequence[Command], argv: list) -> Callable | N
     return chosen[0].load()(chosen[1]) if chosen else None
 
 # %% ../nbs/szrank/95_cli.ipynb 7
+def _raise_terminated(signum, frame) -> None:
+    "SIGTERM handler: unwind like Ctrl-C (exporter stopped, partial files removed), then exit `TERMINATED`."
+    raise Terminated()
+
+
+def handle_sigterm() -> None:
+    "Turn SIGTERM into `Terminated` for the rest of this process (main thread only; elsewhere a no-op)."
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def _interrupted_line(prog: str, command: str | None, exc: KeyboardInterrupt) -> str:
+    what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+    detail = " ".join(str(exc).split())
+    return f"{prog} {command or ''}: {what}".replace(" :", ":") + (f": {detail}" if detail else "")
+
+
 def run_cli(prog: str, description: str, commands: Sequence[Command], argv: Sequence[str] | None = None) -> int:
-    "Parse `argv` against `commands`, run the chosen one, map errors to exit codes."
+    """Parse `argv` against `commands`, run the chosen one, map errors to exit codes.
+
+    Ctrl-C or SIGTERM at any point, even while a subcommand's module (torch) is
+    still being imported, is one line and exit 130 or 143, never a traceback."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--version", action="version", version=f"{prog} {package_version()}")
-    parser.add_argument("--traceback", action="store_true", help="show the full traceback of a failure")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    runner = _chosen_runner(sub, commands, argv)
-    args = parser.parse_args(argv)
+    handle_sigterm()
+    args = None
     try:
+        parser = argparse.ArgumentParser(prog=prog, description=description)
+        parser.add_argument("--version", action="version", version=f"{prog} {package_version()}")
+        parser.add_argument("--traceback", action="store_true", help="show the full traceback of a failure")
+        sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+        runner = _chosen_runner(sub, commands, argv)
+        args = parser.parse_args(argv)
         return int(runner(args) or 0)
-    except KeyboardInterrupt:
-        print(f"{prog} {args.command}: interrupted", file=sys.stderr, flush=True)
-        return INTERRUPTED
+    except KeyboardInterrupt as exc:
+        print(_interrupted_line(prog, getattr(args, "command", None), exc), file=sys.stderr, flush=True)
+        return getattr(exc, "status", INTERRUPTED)
     except PERSON_ERRORS as exc:
-        if args.traceback: raise
+        if args is None or args.traceback: raise
         message = " ".join(str(exc).split()) or type(exc).__name__
         print(f"{prog} {args.command}: error: {message}", file=sys.stderr, flush=True)
         return getattr(exc, "status", REFUSED)
@@ -82,36 +106,45 @@ def version_command(parser: argparse.ArgumentParser) -> Callable:
 
 # %% ../nbs/szrank/95_cli.ipynb 12
 def run_train(args: argparse.Namespace) -> int:
-    "`szrank train` with the seed's exit codes and one-line messages: 0, 4 gate failed, 2 failure, 130."
-    from szrank.common import lower_priority
-    from szrank.train import train
-    from szrank.train_config import config_from_args
+    "`szrank train` with the seed's exit codes and one-line messages: 0, 4 gate failed, 2 failure, 130 Ctrl-C, 143 SIGTERM."
     try:
+        from szrank.common import lower_priority
+        from szrank.train import train
+        from szrank.train_config import config_from_args
         config = config_from_args(args)
         lower_priority()
         return train(config).status
-    except KeyboardInterrupt:
-        print("Training interrupted; current.sztf was not changed.", file=sys.stderr, flush=True)
-        return INTERRUPTED
+    except KeyboardInterrupt as exc:
+        print(training_interrupted_line(exc), file=sys.stderr, flush=True)
+        return getattr(exc, "status", INTERRUPTED)
     except Exception as exc:   # the seed's edge: every failure is one line and status 2
         message = " ".join(str(exc).split()) or type(exc).__name__
         print(f"Transformer training failed: {message}", file=sys.stderr, flush=True)
         return getattr(exc, "status", REFUSED)
 
-# %% ../nbs/szrank/95_cli.ipynb 13
+
+def training_interrupted_line(exc: KeyboardInterrupt) -> str:
+    "What an interrupt did, truthfully: only an interrupt while or after publishing can have changed current.sztf."
+    what = "terminated (SIGTERM)" if getattr(exc, "status", INTERRUPTED) == TERMINATED else "interrupted"
+    detail = " ".join(str(exc).split())
+    if getattr(exc, "current_changed", None) is not None:     # PublishInterrupted: it read current.sztf
+        return f"Training {what}: {detail}."
+    return f"Training {what}" + (f": {detail}" if detail else "") + "; current.sztf was not changed."
+
+# %% ../nbs/szrank/95_cli.ipynb 14
 def train_command(parser: argparse.ArgumentParser) -> Callable:
     "`szrank train`: the trainer's flags on `parser`; returns the runner."
     from szrank.train_config import add_train_arguments
     add_train_arguments(parser)
     return run_train
 
-# %% ../nbs/szrank/95_cli.ipynb 14
+# %% ../nbs/szrank/95_cli.ipynb 15
 def train_main(argv: Sequence[str] | None = None) -> int:
     "`szrank train ARGV...` in process; returns the exit code."
     from szrank.train_config import parse_args
     return run_train(parse_args(sys.argv[1:] if argv is None else list(argv)))
 
-# %% ../nbs/szrank/95_cli.ipynb 16
+# %% ../nbs/szrank/95_cli.ipynb 17
 DESCRIPTION = "The Szilassi proposal ranker: corpus, training, search and publishing."
 
 COMMANDS = (
@@ -124,7 +157,7 @@ COMMANDS = (
     Command("demo", "run the end-to-end demo on the embedded default data", "szrank.demo:demo_command"),
 )
 
-# %% ../nbs/szrank/95_cli.ipynb 17
+# %% ../nbs/szrank/95_cli.ipynb 18
 def main(argv=None) -> int:
     "Entry point of the `szrank` console script."
     return run_cli("szrank", DESCRIPTION, COMMANDS, argv)

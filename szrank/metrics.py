@@ -12,7 +12,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from szrank.batches import decode_batch, iter_record_batches
+from szrank.batches import RecordError, decode_batch, iter_record_batches, locate_record_fault
+from szrank.errors import DivergedError
 from szrank.architecture import FACE_COUNT, MOVE_COUNT, SCALE_COUNT
 from szrank.model import ensemble_outputs
 from szrank.objective import clip_gain, scored_policy_records
@@ -213,17 +214,23 @@ class MetricAccumulator:
 @torch.no_grad()
 def evaluate_ensemble(snapshot, members: list, split: str, batch_size: int, max_records_per_split: int,
                       gain_clip: float, amp_enabled: bool, device) -> dict:
-    "Metrics of the ensemble on one split of a snapshot."
+    "Metrics of the ensemble on one split of a snapshot; non-finite outputs are a `DivergedError`."
     for member in members:
         member.eval()
     metrics = MetricAccumulator()
     batches = iter_record_batches(snapshot, {split}, batch_size, 0, 0, max_records_per_split)
     for raw_records in batches:
-        batch = decode_batch(raw_records).to(device)
+        try:
+            batch = decode_batch(raw_records).to(device)
+        except RecordError as exc:
+            raise locate_record_fault(snapshot.path, exc) from None
         count = batch.size
         outputs = ensemble_outputs(members, torch.cat((batch.proposal_face, batch.anchor_face), dim=0),
                                    torch.cat((batch.proposal_global, batch.anchor_global), dim=0),
                                    torch.cat((batch.topology, batch.topology), dim=0), amp_enabled)
+        if not all(bool(torch.isfinite(value).all()) for value in outputs.values()):
+            raise DivergedError(f"{split}: the ensemble's outputs are not finite (the training diverged); "
+                                "lower --learning-rate or --gradient-clip. Nothing was published")
         useful = scored_policy_records(batch)
         gain_target = clip_gain(batch.signed_gain, gain_clip)
         metrics.add(outputs["improvement_probability"][:count].cpu().numpy(), outputs["gain"][:count].cpu().numpy(),

@@ -25,12 +25,13 @@ import torch
 from tqdm.auto import tqdm
 
 from szrank.architecture import ENSEMBLE_SIZE, architecture_report
-from szrank.batches import decode_batch, iter_record_batches
+from szrank.batches import RecordError, decode_batch, iter_record_batches, locate_record_fault
 from szrank.common import atomic_write_json, autocast_enabled, cpu_threads, pick_device
-from szrank.errors import GATE_FAILED, ConfigError
+from szrank.errors import GATE_FAILED, ConfigError, DivergedError, WriteError
+from szrank.lock import DirectoryLock, acquire, remove_leftovers, remove_stale_snapshot
 from szrank.metrics import evaluate_ensemble, report_gate, scalar_metrics
 from szrank.model import initialize_member
-from szrank.modelfile import publish_model, serialize_model
+from szrank.modelfile import PublishInterrupted, publish_model, reconcile_report, serialize_model
 from szrank.objective import member_loss
 from szrank.snapshot import (DEPLOYMENT_EXTRA, SnapshotInfo, create_training_snapshot, inspect_snapshot,
                              load_split_runs)
@@ -40,8 +41,9 @@ from szrank.train_config import TrainConfig, find_exporter, resolve_under_reposi
 __all__ = ['WARMUP_FRACTION', 'FINAL_LR_FRACTION', 'MEMBER_SEED_STRIDE', 'DEPLOYMENT_SEED_MASK', 'BOOTSTRAP_CAP',
            'SELECTION_BRIER_WEIGHT', 'SELECTION_GAIN_WEIGHT', 'REPORT_FORMAT', 'LOSS_REPORT', 'learning_rate_factor',
            'eprint', 'bootstrap_weights', 'TrainEpochStats', 'Optimisation', 'selection_score', 'steps_per_epoch',
-           'train_epoch', 'train_ensemble', 'determinism', 'Setup', 'resolve_setup', 'open_snapshot', 'training_report',
-           'base_report', 'report_curves', 'reject', 'fresh_members', 'deployment_splits', 'TrainResult', 'train']
+           'train_epoch', 'train_ensemble', 'determinism', 'Setup', 'resolve_setup', 'prepare_output', 'open_snapshot',
+           'training_report', 'base_report', 'report_curves', 'reject', 'fresh_members', 'deployment_splits',
+           'TrainResult', 'run_training', 'train']
 
 # %% ../nbs/szrank/27_train.ipynb 4
 WARMUP_FRACTION = 0.05  # short warmup: AdamW's second moments settle within a few hundred steps
@@ -110,7 +112,7 @@ class TrainEpochStats:
 # %% ../nbs/szrank/27_train.ipynb 15
 @dataclasses.dataclass
 class Optimisation:
-    "The members' optimizers and schedules, and the settings of one step."
+    "The members' optimizers and schedules, the settings of one step, and the steps taken so far."
     members: list
     optimizers: list
     schedulers: list
@@ -118,37 +120,54 @@ class Optimisation:
     ips_clip: float
     gradient_clip: float
     amp_enabled: bool
+    label: str = "training"
+    steps: int = 0
 
     @classmethod
-    def create(cls, members: list, config: TrainConfig, total_steps: int, amp_enabled: bool) -> "Optimisation":
+    def create(cls, members: list, config: TrainConfig, total_steps: int, amp_enabled: bool,
+               label: str = "training") -> "Optimisation":
         optimizers = [torch.optim.AdamW(member.parameters(), lr=config.learning_rate,
                                         weight_decay=config.weight_decay, betas=(0.9, 0.999)) for member in members]
         schedulers = [torch.optim.lr_scheduler.LambdaLR(
             optimizer, lr_lambda=lambda step, total=total_steps: learning_rate_factor(step, total))
             for optimizer in optimizers]
         return cls(members, optimizers, schedulers, config.gain_clip, config.ips_clip, config.gradient_clip,
-                   amp_enabled)
+                   amp_enabled, label)
 
     def step(self, batch, bootstraps: list) -> list:
-        "One optimizer step of every member on `batch`; returns the members' `LossParts`."
+        "One optimizer step of every member on `batch`; returns the members' `LossParts`. Divergence is an error."
+        self.steps += 1
         for optimizer in self.optimizers:
             optimizer.zero_grad(set_to_none=True)
         losses = [member_loss(member, batch, weight, self.gain_clip, self.ips_clip, self.amp_enabled)
                   for member, weight in zip(self.members, bootstraps)]
-        sum(part.total for part in losses).backward()
-        for member, optimizer, scheduler in zip(self.members, self.optimizers, self.schedulers):
-            torch.nn.utils.clip_grad_norm_(member.parameters(), self.gradient_clip)
+        total = sum(part.total for part in losses)
+        self._check("loss", [part.total for part in losses])
+        total.backward()
+        norms = [torch.nn.utils.clip_grad_norm_(member.parameters(), self.gradient_clip) for member in self.members]
+        self._check("gradient norm", norms)
+        for optimizer, scheduler in zip(self.optimizers, self.schedulers):
             optimizer.step()
             scheduler.step()
         return losses
 
-# %% ../nbs/szrank/27_train.ipynb 17
+    def _check(self, what: str, values: list) -> None:
+        "Stop at the first non-finite loss or gradient norm, naming the step and the member."
+        finite = torch.isfinite(torch.stack([value.detach().float() for value in values])).cpu()
+        if not bool(finite.all()):
+            member = int((~finite).nonzero()[0])
+            rate = self.optimizers[member].param_groups[0]["lr"]
+            raise DivergedError(f"{self.label}: training diverged at optimizer step {self.steps}: member {member}'s "
+                                f"{what} is {float(values[member])} (learning rate {rate:g}); lower --learning-rate "
+                                "or --gradient-clip. Nothing was published")
+
+# %% ../nbs/szrank/27_train.ipynb 18
 def selection_score(validation: dict) -> float:
     "The seed's best-epoch score: `AP - 0.10 Brier + 0.01 top-k gain`."
     return (float(validation["average_precision"]) - SELECTION_BRIER_WEIGHT * float(validation["brier_score"])
             + SELECTION_GAIN_WEIGHT * float(validation["top_k_gain"]))
 
-# %% ../nbs/szrank/27_train.ipynb 18
+# %% ../nbs/szrank/27_train.ipynb 19
 def steps_per_epoch(snapshot: SnapshotInfo, splits: set, batch_size: int, max_records_per_split: int) -> int:
     "Optimizer steps in one epoch over `splits` (each capped at `max_records_per_split` when set)."
     counts = [snapshot.split_counts.get(split, 0) for split in splits]
@@ -156,7 +175,7 @@ def steps_per_epoch(snapshot: SnapshotInfo, splits: set, batch_size: int, max_re
         counts = [min(count, max_records_per_split) for count in counts]
     return max(1, math.ceil(sum(counts) / batch_size))
 
-# %% ../nbs/szrank/27_train.ipynb 19
+# %% ../nbs/szrank/27_train.ipynb 20
 def _epoch_line(epoch: int, epochs: int, stats: TrainEpochStats, validation: dict | None, score: float) -> str:
     line = f"Epoch {epoch}/{epochs}: loss={stats.as_dict()['loss']:.6f}, records={stats.records:,}"
     if validation is None:
@@ -166,12 +185,13 @@ def _epoch_line(epoch: int, epochs: int, stats: TrainEpochStats, validation: dic
                    f"Brier={float(validation['brier_score']):.4f}, "
                    f"top-k gain={float(validation['top_k_gain']):.4f}, score={score:.4f}")
 
-# %% ../nbs/szrank/27_train.ipynb 21
+# %% ../nbs/szrank/27_train.ipynb 22
 def train_epoch(snapshot: SnapshotInfo, splits: set, optimisation: Optimisation, rngs: list, seed: int,
                 config: TrainConfig, device, label: str, total: int) -> TrainEpochStats:
-    "One pass over `splits` in shuffled batches; returns the epoch's sums."
+    "One pass over `splits` in shuffled batches; returns the epoch's sums. A bad record is named by its file position."
     for member in optimisation.members:
         member.train()
+    optimisation.label = label
     stats = TrainEpochStats()
     batches = iter_record_batches(snapshot, splits, config.batch_size, config.shuffle_records, seed,
                                   config.max_records_per_split)
@@ -179,13 +199,16 @@ def train_epoch(snapshot: SnapshotInfo, splits: set, optimisation: Optimisation,
     bar = tqdm(batches, total=total, desc=label, unit="batch", leave=False, file=sys.stderr,
                disable=not progress if progress is not None else None)
     for raw_records in bar:
-        batch = decode_batch(raw_records).to(device)
+        try:
+            batch = decode_batch(raw_records).to(device)
+        except RecordError as exc:
+            raise locate_record_fault(snapshot.path, exc) from None
         stats.add(batch.size, optimisation.step(batch, bootstrap_weights(rngs, batch.size, device)))
         bar.set_postfix(loss=f"{stats.loss / max(1, stats.batches * len(optimisation.members)):.4f}", refresh=False)
     bar.close()
     return stats
 
-# %% ../nbs/szrank/27_train.ipynb 22
+# %% ../nbs/szrank/27_train.ipynb 23
 def train_ensemble(snapshot: SnapshotInfo, members: list, splits: set, epochs: int, config: TrainConfig,
                    seed: int, amp_enabled: bool, device, validation_callback: Callable | None = None
                    ) -> tuple[list, int]:
@@ -220,7 +243,7 @@ def train_ensemble(snapshot: SnapshotInfo, members: list, splits: set, epochs: i
             member.load_state_dict(state)
     return history, best_epoch
 
-# %% ../nbs/szrank/27_train.ipynb 26
+# %% ../nbs/szrank/27_train.ipynb 27
 @contextlib.contextmanager
 def determinism(device, nondeterministic: bool):
     "The seed's deterministic settings for the block; yields whether torch runs deterministically. Restored after."
@@ -239,7 +262,7 @@ def determinism(device, nondeterministic: bool):
     finally:
         torch.use_deterministic_algorithms(before)
 
-# %% ../nbs/szrank/27_train.ipynb 28
+# %% ../nbs/szrank/27_train.ipynb 29
 @dataclasses.dataclass
 class Setup:
     "What a run resolved from its config: device, autocast, directories and split runs."
@@ -252,7 +275,7 @@ class Setup:
     output_directory: Path
     split_runs: dict | None
 
-# %% ../nbs/szrank/27_train.ipynb 29
+# %% ../nbs/szrank/27_train.ipynb 30
 def resolve_setup(config: TrainConfig) -> Setup:
     "Pick the device (bf16 only on CUDA of compute capability 8+) and resolve every path."
     try:
@@ -269,9 +292,26 @@ def resolve_setup(config: TrainConfig) -> Setup:
     return Setup(device, device_name, amp_enabled, repository, under(config.archive_root),
                  under(config.snapshot_directory), under(config.output_directory), split_runs)
 
-# %% ../nbs/szrank/27_train.ipynb 31
-def open_snapshot(config: TrainConfig, setup: Setup) -> SnapshotInfo:
-    "The run's snapshot: `--snapshot` inspected, or a fresh one from the exporter; every split must have records."
+# %% ../nbs/szrank/27_train.ipynb 32
+def prepare_output(config: TrainConfig, setup: Setup) -> DirectoryLock:
+    """Before any work: take the output directory's lock (refused if busy or not writable), remove what a
+    killed run left there (temporaries, its snapshot, partial snapshots) and make `report.json` describe
+    `current.sztf` again."""
+    lock = acquire(setup.output_directory, "szrank train")
+    try:
+        remove_leftovers(setup.output_directory)
+        if not config.snapshot:
+            remove_leftovers(setup.snapshot_directory, prefixes=())     # only `snapshot_<dead pid>_*.sztx.partial`
+        remove_stale_snapshot(lock.previous)
+        reconcile_report(setup.output_directory)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+# %% ../nbs/szrank/27_train.ipynb 34
+def open_snapshot(config: TrainConfig, setup: Setup, lock: DirectoryLock | None = None) -> SnapshotInfo:
+    "The run's snapshot: `--snapshot` inspected, or a fresh one from the exporter (recorded in `lock`); every split must have records."
     if config.snapshot:
         snapshot = inspect_snapshot(resolve_under_repository(setup.repository, config.snapshot),
                                     includes_additional_runs=config.deployment_all_runs,
@@ -283,7 +323,9 @@ def open_snapshot(config: TrainConfig, setup: Setup) -> SnapshotInfo:
         exporter = find_exporter(setup.repository, config.exporter)
         snapshot = create_training_snapshot(setup.archive_root, exporter, setup.snapshot_directory,
                                             config.deployment_all_runs, split_runs=setup.split_runs,
-                                            cwd=setup.repository, progress=config.progress)
+                                            cwd=setup.repository, progress=config.progress,
+                                            exporter_timeout=config.exporter_timeout,
+                                            on_start=lambda path: lock and lock.record(snapshot=path))
     eprint(f"Snapshot: {snapshot.record_count:,} records, SHA-256 {snapshot.corpus_digest.hex()}")
     for split in snapshot.split_runs:
         eprint(f"  {split:10s} {snapshot.split_counts.get(split, 0):,} records ({snapshot.split_runs[split]})")
@@ -291,12 +333,12 @@ def open_snapshot(config: TrainConfig, setup: Setup) -> SnapshotInfo:
         eprint(f"  {DEPLOYMENT_EXTRA} {snapshot.split_counts[DEPLOYMENT_EXTRA]:,} records")
     return snapshot
 
-# %% ../nbs/szrank/27_train.ipynb 34
+# %% ../nbs/szrank/27_train.ipynb 37
 REPORT_FORMAT = "szilassi-transformer-training-report-v1"
 LOSS_REPORT = {"value": "BCE(improved) + 0.25*SmoothL1(signed defect gain)",
                "policy": "mean clipped normalized-IPS CE on useful outcomes"}
 
-# %% ../nbs/szrank/27_train.ipynb 35
+# %% ../nbs/szrank/27_train.ipynb 38
 def training_report(config: TrainConfig, setup: Setup, deterministic: bool) -> dict:
     "The report's `training` entry: the settings that shaped the weights."
     return {"seed": config.seed, "batch_size": config.batch_size, "shuffle_records": config.shuffle_records,
@@ -306,7 +348,7 @@ def training_report(config: TrainConfig, setup: Setup, deterministic: bool) -> d
             "cuda_device": setup.device_name if setup.device.type == "cuda" else None,
             "pytorch_version": torch.__version__, "deterministic": deterministic}
 
-# %% ../nbs/szrank/27_train.ipynb 36
+# %% ../nbs/szrank/27_train.ipynb 39
 def base_report(config: TrainConfig, setup: Setup, snapshot: SnapshotInfo, gate: dict, history: list,
                 best_epoch: int, metrics: dict, deterministic: bool) -> dict:
     "The seed's `base_report`; `gate` holds `approved`, `gate_overridden` and `gate_reasons`."
@@ -322,38 +364,45 @@ def base_report(config: TrainConfig, setup: Setup, snapshot: SnapshotInfo, gate:
             "training": training_report(config, setup, deterministic),
             "created_unix_time_ns": time.time_ns()}
 
-# %% ../nbs/szrank/27_train.ipynb 37
+# %% ../nbs/szrank/27_train.ipynb 40
 def report_curves(metrics: dict) -> dict:
     "The plot curves of the reporting metrics, for `curves.json`."
     return {"reporting_metrics": {split: {key: value for key, value in values.items()
                                           if key not in scalar_metrics(values)}
                                   for split, values in metrics.items()}}
 
-# %% ../nbs/szrank/27_train.ipynb 40
-def reject(report: dict, curves: dict, output_directory: Path, corpus_digest: bytes) -> Path:
-    "Write the rejected report (and its curves) and say why; returns the report's path."
-    stamp = f"{corpus_digest.hex()}_{time.time_ns()}"
-    rejected_path = output_directory / f"rejected_report_{stamp}.json"
-    atomic_write_json(rejected_path, report)
-    atomic_write_json(output_directory / f"rejected_curves_{stamp}.json", curves)
+# %% ../nbs/szrank/27_train.ipynb 43
+def reject(report: dict, curves: dict, output_directory: Path, corpus_digest: bytes) -> Path | None:
+    """Say why the gate refused, then write the rejected report (and its curves); returns the report's path.
+
+    The reasons come first: should the report not be writable, they are still
+    printed, the failure is one more line, and the verdict (exit 4) stands."""
     eprint("Deployment gate failed; current.sztf was not replaced:")
     for reason in report["gate_reasons"]:
         eprint(f" - {reason}")
+    stamp = f"{corpus_digest.hex()}_{time.time_ns()}"
+    rejected_path = output_directory / f"rejected_report_{stamp}.json"
+    try:
+        atomic_write_json(rejected_path, report)
+        atomic_write_json(output_directory / f"rejected_curves_{stamp}.json", curves)
+    except WriteError as exc:
+        eprint(f"The rejected report was not written: {exc}")
+        return None
     eprint(f"Rejected report: {rejected_path}")
     return rejected_path
 
-# %% ../nbs/szrank/27_train.ipynb 41
+# %% ../nbs/szrank/27_train.ipynb 44
 def fresh_members(config: TrainConfig, device) -> list:
     "The ensemble's members, initialised from the run's seed (member `m` from `seed + m x stride`)."
     return [initialize_member(config.seed + member * MEMBER_SEED_STRIDE, device) for member in range(ENSEMBLE_SIZE)]
 
-# %% ../nbs/szrank/27_train.ipynb 42
+# %% ../nbs/szrank/27_train.ipynb 45
 def deployment_splits(snapshot: SnapshotInfo) -> set:
     "Every reporting split, and the extra runs when the snapshot includes them."
     splits = set(snapshot.split_runs)
     return splits | {DEPLOYMENT_EXTRA} if snapshot.includes_additional_runs else splits
 
-# %% ../nbs/szrank/27_train.ipynb 44
+# %% ../nbs/szrank/27_train.ipynb 47
 @dataclasses.dataclass
 class TrainResult:
     "What a run did: `status` 0 (published) or 4 (gate refused), and where its report is."
@@ -362,9 +411,51 @@ class TrainResult:
     model_path: Path | None = None
     digest: str | None = None
 
-# %% ../nbs/szrank/27_train.ipynb 46
+# %% ../nbs/szrank/27_train.ipynb 49
+def run_training(config: TrainConfig, setup: Setup, snapshot: SnapshotInfo, deterministic: bool) -> TrainResult:
+    "Report training, the gate, and either the rejected report (status 4) or deployment training and publishing."
+    evaluate = lambda members, split: evaluate_ensemble(
+        snapshot, members, split, config.batch_size, config.max_records_per_split, config.gain_clip,
+        setup.amp_enabled, setup.device)
+    members = fresh_members(config, setup.device)
+    history, best_epoch = train_ensemble(snapshot, members, {"train"}, config.report_epochs, config,
+                                         config.seed, setup.amp_enabled, setup.device,
+                                         lambda members, epoch: evaluate(members, "validation"))
+    metrics = {split: evaluate(members, split) for split in ("validation", "test", "stress")}
+    approved, reasons = report_gate(metrics["validation"], metrics["test"], metrics["stress"],
+                                    config.minimum_gate_records)
+    overridden = bool(config.force_deploy and not approved)
+    if overridden:
+        eprint("WARNING: statistical deployment gate was overridden.")
+    gate = {"approved": approved or overridden, "gate_overridden": overridden, "gate_reasons": reasons}
+    report = base_report(config, setup, snapshot, gate, history, best_epoch, metrics, deterministic)
+    if not gate["approved"]:
+        return TrainResult(GATE_FAILED, reject(report, report_curves(metrics), setup.output_directory,
+                                                snapshot.corpus_digest))
+    del members
+    if setup.device.type == "cuda":
+        torch.cuda.empty_cache()
+    report["deployment_epochs"] = config.deployment_epochs or best_epoch
+    members = fresh_members(config, setup.device)
+    report["deployment_training_history"], _ = train_ensemble(
+        snapshot, members, deployment_splits(snapshot), report["deployment_epochs"], config,
+        config.seed ^ DEPLOYMENT_SEED_MASK, setup.amp_enabled, setup.device)
+    model_bytes = serialize_model([member.cpu() for member in members], config.seed, snapshot.corpus_digest,
+                                  metrics["validation"], gate_overridden=overridden)
+    digest, generation = publish_model(setup.output_directory, model_bytes, report, report_curves(metrics))
+    try:
+        eprint(f"Published immutable generation: {generation}")
+        eprint(f"Current model digest: {digest}")
+        eprint(f"Current model: {setup.output_directory / 'current.sztf'}")
+    except KeyboardInterrupt as exc:
+        error = PublishInterrupted(f"interrupted after publishing: current.sztf is generation {digest}")
+        error.status, error.current_changed = getattr(exc, "status", error.status), True
+        raise error from None
+    return TrainResult(0, setup.output_directory / "report.json", setup.output_directory / "current.sztf", digest)
+
+# %% ../nbs/szrank/27_train.ipynb 51
 def train(config: TrainConfig) -> TrainResult:
-    "Snapshot, train, gate and publish. Raises `SzrankError` on failure; status 4 when the gate refused."
+    "Lock the output, snapshot, train, gate and publish. Raises `SzrankError` on failure; status 4 when the gate refused."
     validate_config(config)
     setup = resolve_setup(config)
     random.seed(config.seed)
@@ -372,45 +463,14 @@ def train(config: TrainConfig) -> TrainResult:
     torch.manual_seed(config.seed)
     eprint(f"Device: {setup.device} ({setup.device_name})")
     eprint(f"PyTorch: {torch.__version__}; BF16 autocast: {setup.amp_enabled}")
+    lock = prepare_output(config, setup)
     snapshot = None
-    with cpu_threads(config.threads), determinism(setup.device, config.nondeterministic) as deterministic:
-        try:
-            snapshot = open_snapshot(config, setup)
-            evaluate = lambda members, split: evaluate_ensemble(
-                snapshot, members, split, config.batch_size, config.max_records_per_split, config.gain_clip,
-                setup.amp_enabled, setup.device)
-            members = fresh_members(config, setup.device)
-            history, best_epoch = train_ensemble(snapshot, members, {"train"}, config.report_epochs, config,
-                                                 config.seed, setup.amp_enabled, setup.device,
-                                                 lambda members, epoch: evaluate(members, "validation"))
-            metrics = {split: evaluate(members, split) for split in ("validation", "test", "stress")}
-            approved, reasons = report_gate(metrics["validation"], metrics["test"], metrics["stress"],
-                                            config.minimum_gate_records)
-            overridden = bool(config.force_deploy and not approved)
-            if overridden:
-                eprint("WARNING: statistical deployment gate was overridden.")
-            gate = {"approved": approved or overridden, "gate_overridden": overridden, "gate_reasons": reasons}
-            report = base_report(config, setup, snapshot, gate, history, best_epoch, metrics, deterministic)
-            if not gate["approved"]:
-                rejected = reject(report, report_curves(metrics), setup.output_directory, snapshot.corpus_digest)
-                return TrainResult(GATE_FAILED, rejected)
-            del members
-            if setup.device.type == "cuda":
-                torch.cuda.empty_cache()
-            report["deployment_epochs"] = config.deployment_epochs or best_epoch
-            members = fresh_members(config, setup.device)
-            report["deployment_training_history"], _ = train_ensemble(
-                snapshot, members, deployment_splits(snapshot), report["deployment_epochs"], config,
-                config.seed ^ DEPLOYMENT_SEED_MASK, setup.amp_enabled, setup.device)
-            model_bytes = serialize_model([member.cpu() for member in members], config.seed, snapshot.corpus_digest,
-                                          metrics["validation"], gate_overridden=overridden)
-            digest, generation = publish_model(setup.output_directory, model_bytes, report, report_curves(metrics))
-            eprint(f"Published immutable generation: {generation}")
-            eprint(f"Current model digest: {digest}")
-            eprint(f"Current model: {setup.output_directory / 'current.sztf'}")
-            return TrainResult(0, setup.output_directory / "report.json", setup.output_directory / "current.sztf",
-                               digest)
-        finally:
-            if snapshot is not None and snapshot.created_by_trainer and not config.keep_snapshot:
-                with contextlib.suppress(FileNotFoundError):
-                    snapshot.path.unlink()
+    try:
+        with cpu_threads(config.threads), determinism(setup.device, config.nondeterministic) as deterministic:
+            snapshot = open_snapshot(config, setup, lock)
+            return run_training(config, setup, snapshot, deterministic)
+    finally:
+        if snapshot is not None and snapshot.created_by_trainer and not config.keep_snapshot:
+            with contextlib.suppress(FileNotFoundError):
+                snapshot.path.unlink()
+        lock.release()
