@@ -91,19 +91,9 @@ def find_sources(source) -> list:
                   key=lambda p: (p.name, str(p)))
 
 # %% ../nbs/suvi_fill/21_ingest.ipynb 12
-def build(source, out, resolution=None, progress: bool = True, span_min: int = segments.SPAN_MIN,
-          split_stretch: int = 0) -> dict:
-    """Ingest every SUVI L2 file under `source` into shards and a manifest in `out`; returns the build report.
-
-    `split_stretch` (slots): the splits take whole stretches at least this long
-    (`segments.assign_splits`); 0 assigns the time blocks as they are."""
-    from tqdm.auto import tqdm
-    started = time.perf_counter()
-    out = Path(out)
-    files = find_sources(source)
-    report = {"source": str(source), "files": len(files), "skipped": [], "unreadable": [],
-              "reasons": {name: 0 for name in dataset.QUALITY_NAMES if name != "missing"},
-              "degraded": 0, "defaulted_keys": {}}
+def _group_sources(files, report) -> dict:
+    """The SUVI L2 `files` by shard: `{(day, satellite): [(slot, band, path), ...]}`; a file whose
+    name does not parse, or of another satellite, goes to `report["skipped"]` with the reason."""
     groups = collections.defaultdict(list)
     for path in files:
         try:
@@ -118,21 +108,13 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
                                                                    f"{paths.SATELLITES}"})
             continue
         groups[(paths.day_of_slot(name.slot), name.satellite)].append((name.slot, name.band, path))
-    if not groups:
-        raise MissingData(f"--source {source}: no SUVI L2 files (dr_suvi-l2-ci*_g*_s*_e*_v*.fits) found")
-    if resolution is None:
-        resolution = _source_resolution(groups)
-    resolution = int(resolution)
-    if not 8 <= resolution <= 4096:
-        raise OptionError(f"--resolution {resolution}: must be between 8 and 4096 pixels")
-    days = paths.days_from(min(d for d, _ in groups), (paths.as_day(max(d for d, _ in groups))
-                                                        - paths.as_day(min(d for d, _ in groups))).days + 1)
-    satellites = sorted({s for _, s in groups})
-    out.mkdir(parents=True, exist_ok=True)
-    # A corpus directory holds a manifest only while its shards are those of one
-    # completed build: the old one goes before the first shard is replaced, the new
-    # one is written (atomically) after the last.
-    (out / segments.MANIFEST).unlink(missing_ok=True)
+    return groups
+
+
+def _write_shards(out, groups, days, satellites, resolution, report, progress) -> list:
+    """One shard per (day, satellite) of `days` x `satellites` into `out` (a day without files gets
+    an all-MISSING shard); other `*.shard` files there are removed.  Returns the names written."""
+    from tqdm.auto import tqdm
     written = []
     bar = tqdm(total=sum(len(v) for v in groups.values()), desc="ingest", unit="file", disable=not progress)
     for day in days:
@@ -153,6 +135,37 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
     for stale in out.glob("*" + dataset.SHARD_SUFFIX):
         if stale.name not in written:
             stale.unlink()
+    return written
+
+# %% ../nbs/suvi_fill/21_ingest.ipynb 14
+def build(source, out, resolution=None, progress: bool = True, span_min: int = segments.SPAN_MIN,
+          split_stretch: int = 0) -> dict:
+    """Ingest every SUVI L2 file under `source` into shards and a manifest in `out`; returns the build report.
+
+    `split_stretch` (slots): the splits take whole stretches at least this long
+    (`segments.assign_splits`); 0 assigns the time blocks as they are.  Raises `OptionError`
+    for an unusable `source` or `resolution`, `MissingData` when there is no SUVI L2 file."""
+    started = time.perf_counter()
+    out = Path(out)
+    files = find_sources(source)
+    report = {"source": str(source), "files": len(files), "skipped": [], "unreadable": [],
+              "reasons": {name: 0 for name in dataset.QUALITY_NAMES if name != "missing"},
+              "degraded": 0, "defaulted_keys": {}}
+    groups = _group_sources(files, report)
+    if not groups:
+        raise MissingData(f"--source {source}: no SUVI L2 files (dr_suvi-l2-ci*_g*_s*_e*_v*.fits) found")
+    resolution = int(_source_resolution(groups) if resolution is None else resolution)
+    if not 8 <= resolution <= 4096:
+        raise OptionError(f"--resolution {resolution}: must be between 8 and 4096 pixels")
+    first, last = min(d for d, _ in groups), max(d for d, _ in groups)
+    days = paths.days_from(first, (paths.as_day(last) - paths.as_day(first)).days + 1)
+    satellites = sorted({s for _, s in groups})
+    out.mkdir(parents=True, exist_ok=True)
+    # A corpus directory holds a manifest only while its shards are those of one
+    # completed build: the old one goes before the first shard is replaced, the new
+    # one is written (atomically) after the last.
+    (out / segments.MANIFEST).unlink(missing_ok=True)
+    written = _write_shards(out, groups, days, satellites, resolution, report, progress)
     elapsed = time.perf_counter() - started
     report.update({"resolution": resolution, "days": days, "satellites": satellites, "shards": len(written),
                    "clean_frames": report["reasons"]["clean"], "seconds": round(elapsed, 3),
@@ -165,7 +178,7 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
     atomic_write_json(out / REPORT, report)
     return report
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 13
+# %% ../nbs/suvi_fill/21_ingest.ipynb 15
 def _source_resolution(groups) -> int:
     for members in groups.values():
         for _, _, path in members:
@@ -176,7 +189,7 @@ def _source_resolution(groups) -> int:
             return min(MAX_DEFAULT_RESOLUTION, int(header.shape[1]))
     raise MissingData("no readable SUVI L2 file to take the corpus resolution from; give --resolution")
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 14
+# %% ../nbs/suvi_fill/21_ingest.ipynb 16
 def _ingest_one(writer, slot, band, path, resolution, report) -> None:
     b = paths.BAND_INDEX[band]
     try:
@@ -207,7 +220,7 @@ def _ingest_one(writer, slot, band, path, resolution, report) -> None:
         writer.mark(slot, b, code)
     report["reasons"][dataset.QUALITY_NAMES[code]] += 1
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 16
+# %% ../nbs/suvi_fill/21_ingest.ipynb 18
 def build_command(parser):
     "`suvi-fill build --source DIR --out SHARDS [--resolution PX]`."
     parser.add_argument("--source", required=True, type=Path, help="directory of SUVI L2 FITS files (searched recursively)")
