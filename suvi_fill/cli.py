@@ -132,7 +132,7 @@ COMMANDS = (
     Command("profile", "profile the archive's availability into availability.npz",
             "suvi_fill.availability:profile_command"),
     Command("inspect", "print days, satellites, presence, segments and targets of a corpus",
-            "suvi_fill.dataset:inspect_command"),
+            "suvi_fill.corpus:inspect_command"),
     Command("train", "train the learned filler (the seed trainer's flags, plus --device)",
             "suvi_fill.train:train_command"),
     Command("pool-produce", "write rotating-pool slices for --pool training", "suvi_fill.pool:pool_produce_command"),
