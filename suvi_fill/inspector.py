@@ -13,7 +13,8 @@ from suvi_fill import coding, dataset, paths
 from suvi_fill.errors import MissingData
 
 # %% auto 0
-__all__ = ['QUALITY_COLOURS', 'mapped', 'frame_display', 'plot_frame', 'plot_presence', 'plot_histogram', 'inspector']
+__all__ = ['QUALITY_COLOURS', 'BAND_CHOICES', 'mapped', 'frame_display', 'plot_frame', 'plot_presence', 'plot_histogram',
+           'frame_figure', 'frame_caption', 'inspector_controls', 'inspector']
 
 # %% ../nbs/suvi_fill/24_inspector.ipynb 3
 def mapped(radiance, vmin: float, vmax: float, gamma: float) -> np.ndarray:
@@ -91,6 +92,7 @@ def plot_histogram(ax, shard, i: int, wavelength: int = 171, mapping=None, bins:
     counts, _ = np.histogram(np.clip(radiance, edges[0], edges[-1]), bins=edges)   # <= 0: first bin
     ax.stairs(counts, edges, fill=True, color="#90a4ae")
     ax.set_xscale("log")
+    ax.set_yscale("log")          # the off-disk pixels' spike would flatten a linear axis
     ax.set_xlabel(f"{wavelength} Å radiance (W m-2 sr-1)")
     ax.set_ylabel("pixels")
     ax.axvline(vmin, color="#c62828", linestyle="--", label=f"vmin {vmin:g}")
@@ -105,82 +107,94 @@ def plot_histogram(ax, shard, i: int, wavelength: int = 171, mapping=None, bins:
     return counts, edges
 
 # %% ../nbs/suvi_fill/24_inspector.ipynb 11
-def inspector(directory, satellite: int | None = None, day: str | None = None):
-    """An ipywidgets frame inspector over the corpus in `directory` (returns the widget box).
+def frame_figure(shard, slot: int, bands, mapping: dict):
+    "The inspector's figure: the frame, its histogram under the mapping, and the day's presence strip."
+    from matplotlib.figure import Figure
+    figure = Figure(figsize=(13, 6), layout="constrained")
+    grid = figure.add_gridspec(2, 2, height_ratios=(4, 1))
+    plot_frame(figure.add_subplot(grid[0, 0]), shard, slot, bands, mapping)
+    wavelength = bands[0] if isinstance(bands, tuple) else bands
+    plot_histogram(figure.add_subplot(grid[0, 1]), shard, slot, wavelength, mapping)
+    plot_presence(figure.add_subplot(grid[1, :]), shard, slot)
+    return figure
 
-    Controls: satellite, day, slot slider, band (or RGB of three bands), vmin / vmax /
-    gamma sliders starting at the bench mapping of the band shown (a button resets them).
-    """
+
+def frame_caption(satellite: int, day: str, slot: int, bands) -> str:
+    "What the inspector shows, in words: satellite, day, slot (and its UTC time) and band(s)."
+    minutes = slot * 24 * 60 // paths.SLOTS_PER_DAY
+    shown = "/".join(str(b) for b in bands) if isinstance(bands, tuple) else str(bands)
+    return f"g{satellite} {day} slot {slot} ({minutes // 60:02d}:{minutes % 60:02d} UTC) · {shown} Å"
+
+# %% ../nbs/suvi_fill/24_inspector.ipynb 14
+BAND_CHOICES = [(f"{w} Å", (w,)) for w in paths.WAVELENGTHS] + [
+    ("RGB 304/171/195", (304, 171, 195)), ("RGB 94/131/171", (94, 131, 171)), ("RGB 171/195/284", (171, 195, 284))]
+
+
+def inspector_controls(satellites, days, satellite=None, day=None) -> dict:
+    "The inspector's control widgets by name (sliders update on release: a redraw takes a moment)."
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
+    quiet = dict(continuous_update=False)
+    return dict(
+        satellite=widgets.Dropdown(options=satellites, value=satellite or satellites[0], description="satellite"),
+        day=widgets.Dropdown(options=days, value=day or days[0], description="day"),
+        slot=widgets.IntSlider(min=0, max=paths.SLOTS_PER_DAY - 1, value=0, description="slot", **quiet),
+        band=widgets.Dropdown(options=BAND_CHOICES, value=(171,), description="band"),
+        vmin=widgets.FloatLogSlider(base=10, min=-4, max=2, step=0.05, description="vmin", **quiet),
+        vmax=widgets.FloatLogSlider(base=10, min=-2, max=4, step=0.05, description="vmax", **quiet),
+        gamma=widgets.FloatSlider(min=0.1, max=1.5, step=0.01, description="gamma", **quiet),
+        reset=widgets.Button(description="bench mapping"),
+        next=widgets.Button(description="next present"))
+
+# %% ../nbs/suvi_fill/24_inspector.ipynb 16
+def inspector(directory, satellite: int | None = None, day: str | None = None):
+    "An ipywidgets frame inspector over the corpus in `directory` (returns the widget box; see above)."
+    import ipywidgets as widgets
     from suvi_fill import segments
+    from suvi_fill.panel import PlotPanel
     shards = segments.corpus_shards(directory)
     if not shards:
         raise MissingData(f"{directory}: no shards (build the corpus with suvi-fill build)")
-    satellites = sorted({s for _, s in shards})
-    days = sorted({d for d, _ in shards})
-    band_options = [(f"{w} Å", (w,)) for w in paths.WAVELENGTHS] + [
-        ("RGB 304/171/195", (304, 171, 195)), ("RGB 94/131/171", (94, 131, 171)), ("RGB 171/195/284", (171, 195, 284))]
-    w_sat = widgets.Dropdown(options=satellites, value=satellite or satellites[0], description="satellite")
-    w_day = widgets.Dropdown(options=days, value=day or days[0], description="day")
-    w_slot = widgets.IntSlider(min=0, max=paths.SLOTS_PER_DAY - 1, value=0, description="slot",
-                               continuous_update=False)
-    w_band = widgets.Dropdown(options=band_options, value=(171,), description="band")
-    w_vmin = widgets.FloatLogSlider(base=10, min=-4, max=2, step=0.05, description="vmin", continuous_update=False)
-    w_vmax = widgets.FloatLogSlider(base=10, min=-2, max=4, step=0.05, description="vmax", continuous_update=False)
-    w_gamma = widgets.FloatSlider(min=0.1, max=1.5, step=0.01, description="gamma", continuous_update=False)
-    w_reset = widgets.Button(description="bench mapping")
-    w_next = widgets.Button(description="next present")
-    out = widgets.Output()
-    state = {"mapping": {}}
+    c = inspector_controls(sorted({s for _, s in shards}), sorted({d for d, _ in shards}), satellite, day)
+    quiet = {"on": False}
+
+    def draw():
+        shard = shards.get((c["day"].value, c["satellite"].value))
+        if shard is None:
+            raise MissingData(f"no shard for {c['day'].value} g{c['satellite'].value}")
+        band = c["band"].value
+        mapping = {band[0]: (c["vmin"].value, c["vmax"].value, c["gamma"].value)}
+        bands = band if len(band) == 3 else band[0]
+        return (frame_figure(shard, c["slot"].value, bands, mapping),
+                frame_caption(c["satellite"].value, c["day"].value, c["slot"].value, bands))
+
+    panel = PlotPanel(draw)
+
+    def redraw(*_):
+        if not quiet["on"]:
+            panel.redraw()
 
     def reset(*_):
-        w = w_band.value[0]
-        state["mapping"] = {}
-        vmin, vmax, gamma = coding.DISPLAY_MAPPING[w]
-        state["quiet"] = True                     # one redraw, not one per slider
+        vmin, vmax, gamma = coding.DISPLAY_MAPPING[c["band"].value[0]]
+        quiet["on"] = True                     # one redraw, not one per slider
         try:
-            w_vmin.value, w_vmax.value, w_gamma.value = max(vmin, 1e-4), vmax, gamma
+            c["vmin"].value, c["vmax"].value, c["gamma"].value = max(vmin, 1e-4), vmax, gamma
         finally:
-            state["quiet"] = False
-        draw()
-
-    def draw(*_):
-        if state.get("quiet"):
-            return
-        shard = shards.get((w_day.value, w_sat.value))
-        w = w_band.value[0]
-        state["mapping"] = {w: (w_vmin.value, w_vmax.value, w_gamma.value)}
-        with out:
-            out.clear_output(wait=True)
-            if shard is None:
-                print(f"no shard for {w_day.value} g{w_sat.value}")
-                return
-            figure = plt.figure(figsize=(13, 6))
-            grid = figure.add_gridspec(2, 2, height_ratios=(4, 1))
-            bands = w_band.value if len(w_band.value) == 3 else w_band.value[0]
-            plot_frame(figure.add_subplot(grid[0, 0]), shard, w_slot.value, bands, state["mapping"])
-            plot_histogram(figure.add_subplot(grid[0, 1]), shard, w_slot.value, w, state["mapping"])
-            plot_presence(figure.add_subplot(grid[1, :]), shard, w_slot.value)
-            figure.tight_layout()
-            plt.show()
+            quiet["on"] = False
+        panel.redraw()
 
     def next_present(*_):
-        shard = shards.get((w_day.value, w_sat.value))
-        if shard is None:
-            return
-        later = np.flatnonzero(shard.present.any(axis=1)[w_slot.value + 1:])
+        shard = shards.get((c["day"].value, c["satellite"].value))
+        later = np.flatnonzero(shard.present.any(axis=1)[c["slot"].value + 1:]) if shard is not None else []
         if len(later):
-            w_slot.value = int(w_slot.value + 1 + later[0])
+            c["slot"].value = int(c["slot"].value + 1 + later[0])
 
-    for control in (w_sat, w_day, w_slot, w_vmin, w_vmax, w_gamma):
-        control.observe(draw, names="value")
-    w_band.observe(reset, names="value")
-    w_reset.on_click(reset)
-    w_next.on_click(next_present)
-    box = widgets.VBox([widgets.HBox([w_sat, w_day, w_band]), widgets.HBox([w_slot, w_next]),
-                        widgets.HBox([w_vmin, w_vmax, w_gamma, w_reset]), out])
-    box.controls = dict(satellite=w_sat, day=w_day, slot=w_slot, band=w_band, vmin=w_vmin, vmax=w_vmax,
-                        gamma=w_gamma, reset=w_reset)
+    for name in ("satellite", "day", "slot", "vmin", "vmax", "gamma"):
+        c[name].observe(redraw, names="value")
+    c["band"].observe(reset, names="value")
+    c["reset"].on_click(reset)
+    c["next"].on_click(next_present)
+    box = widgets.VBox([widgets.HBox([c["satellite"], c["day"], c["band"]]), widgets.HBox([c["slot"], c["next"]]),
+                        widgets.HBox([c["vmin"], c["vmax"], c["gamma"], c["reset"]]), panel.widget])
+    box.controls, box.panel = c, panel
     reset()
     return box
