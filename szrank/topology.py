@@ -374,7 +374,7 @@ def enumerate_labelled(on_solution: Callable[[tuple], bool | None], progress: Ca
 # %% ../nbs/szrank/30_topology.ipynb 35
 def enumerate_topologies(show_progress: bool = True) -> tuple[Facets, ...]:
     """All neighbourly triangulations of the orientable genus-6 surface on 12 vertices up to
-    isomorphism, as canonical facet lists in lexicographic order (the topology index order)."""
+    isomorphism, as canonical facet lists in lexicographic order (`LEX_TOPOLOGIES`; `TOPOLOGIES` is the paper's order)."""
     from tqdm.auto import tqdm
     forms: set[Facets] = set()
     bar = tqdm(total=1000, desc="K12 genus-6 triangulations", unit="‰", disable=not show_progress,
