@@ -44,10 +44,11 @@ def build_corpus(where, hours, resolution):
 def measure(shards, device, workers, steps, batch, base, depth):
     args = TrainConfig(shards=str(shards), manifest=str(shards / "manifest.json"), out="unused",
                        workers=workers, batch=batch, base=base, depth=depth).check()
-    manifest, satellites, offsets, seg_splits, splits = train_data.read_corpus(args)
+    corpus = train_data.read_corpus(args)
     trace = train_data.load_availability(str(shards))
-    data = train_data.ShardSet(str(shards), splits["train"], satellites, availability=trace,
-                               offsets=offsets, segments=seg_splits["train"])
+    data = train_data.ShardSet(str(shards), corpus.splits["train"], corpus.satellites, availability=trace,
+                               offsets=corpus.offsets, segments=corpus.seg_splits["train"],
+                               calibration=corpus.calibration)
     loader = train_data.make_train_loader(data, args, device)
     net = model.build(base=base, depth=depth).to(device).to(memory_format=torch.channels_last)
     optimiser = torch.optim.AdamW(net.parameters(), lr=1e-4)
