@@ -5,6 +5,7 @@
 # %% ../nbs/suvi_fill/25_corpus.ipynb 2
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +16,8 @@ from suvi_fill import dataset, paths
 from suvi_fill.errors import InvalidData, MissingData
 
 # %% auto 0
-__all__ = ['MANIFEST', 'MANIFEST_FORMAT', 'SPLITS', 'REBUILD', 'days_touched', 'targets_in', 'Calibration', 'Corpus',
-           'close_shards', 'inspect_command']
+__all__ = ['MANIFEST', 'MANIFEST_FORMAT', 'SPLITS', 'REBUILD', 'days_touched', 'targets_in', 'Calibration', 'manifest_digest',
+           'Corpus', 'close_shards', 'inspect_command']
 
 # %% ../nbs/suvi_fill/25_corpus.ipynb 4
 #: The manifest's file name inside a corpus directory.
@@ -123,7 +124,29 @@ def _check_fields(path: Path, record: dict) -> None:
                 isinstance(s, list) and len(s) == 3 and all(isinstance(v, int) for v in s) for s in chosen):
             raise InvalidData(f"{path}: segments[{name!r}] is not a list of [satellite, start, end] slots; {REBUILD}")
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 16
+# %% ../nbs/suvi_fill/25_corpus.ipynb 15
+def manifest_digest(manifest: dict) -> str:
+    "SHA-256 of every field of `manifest` but `digest` itself (and the build's free-form `build` record)."
+    body = {k: v for k, v in manifest.items() if k not in ("digest", "build")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _check_digest(path: Path, record: dict) -> None:
+    "The manifest's `digest` equals the hash of its content; `InvalidData` naming the file otherwise."
+    computed = manifest_digest(record)
+    if computed != record["digest"]:
+        raise InvalidData(f"{path}: field 'digest' {record['digest'][:12]} does not match the manifest's content "
+                          f"({computed[:12]}): the manifest was edited or damaged; {REBUILD}")
+
+
+def _check_listed(path: Path, record: dict) -> None:
+    "Every `shards` entry names its day, satellite and digest; `InvalidData` naming the first that does not."
+    for name, entry in record["shards"].items():
+        if not (isinstance(entry, dict) and isinstance(entry.get("day"), str)
+                and isinstance(entry.get("satellite"), int) and isinstance(entry.get("digest"), str)):
+            raise InvalidData(f"{path}: shards[{name!r}] is not a {{day, satellite, digest}} record; {REBUILD}")
+
+# %% ../nbs/suvi_fill/25_corpus.ipynb 18
 class Corpus:
     """A built corpus: its checked manifest, the shard directory, the calibration and the splits.
 
@@ -145,23 +168,29 @@ class Corpus:
         self.listed = dict(manifest["shards"])
 
     @classmethod
-    def open(cls, where, shards_dir=None) -> "Corpus":
+    def open(cls, where, shards_dir=None, missing_ok: bool = False) -> "Corpus":
         """The corpus whose manifest is `where` (a `manifest.json`, or the directory holding it);
-        its shards are in `shards_dir` (default: beside the manifest).  Raises `MissingData`
-        for a missing directory or manifest, `InvalidData` naming the file and field otherwise."""
+        its shards are in `shards_dir` (default: beside the manifest).  Checked before it is
+        returned: the fields, the manifest's digest, and each listed shard's presence (skipped
+        with `missing_ok`), size and header digest (`check`).  Raises `MissingData` for a missing
+        directory, manifest or shard, `InvalidData` naming the file and field otherwise."""
         where = Path(where)
         if not where.exists() and where.suffix != ".json":
             raise MissingData(f"{where}: not a directory ({REBUILD})")
         path = where / MANIFEST if where.is_dir() else where
         record = _read_json(path)
         _check_fields(path, record)
-        return cls(path, Path(shards_dir) if shards_dir is not None else path.parent, record)
+        _check_listed(path, record)
+        _check_digest(path, record)
+        corpus = cls(path, Path(shards_dir) if shards_dir is not None else path.parent, record)
+        corpus.check(missing_ok=missing_ok)
+        return corpus
 
     def __repr__(self):
         return (f"Corpus({self.directory}, manifest {self.digest[:12]}, {len(self.days)} days, "
                 f"satellites {self.satellites}, {self.resolution} px)")
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 20
+# %% ../nbs/suvi_fill/25_corpus.ipynb 22
 def _split(self, name: str) -> list:
     "The segments `[(satellite, start, end), ...]` of split `name`; `InvalidData` when the manifest has none."
     chosen = self.manifest["segments"].get(name)
@@ -180,7 +209,7 @@ def _split_days(self, name: str) -> list:
     "The UTC days the segments of split `name` touch."
     return days_touched(self.split(name))
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 21
+# %% ../nbs/suvi_fill/25_corpus.ipynb 23
 def _resident_days(self, name: str) -> list:
     "The days of split `name` whose shard of the first satellite is on disk (the trainer's rule)."
     return [d for d in self.split_days(name) if self.shard_path(d, self.satellites[0]).exists()]
@@ -203,7 +232,7 @@ def _shards(self, split: str | None = None, satellites=None) -> dict:
 Corpus.split, Corpus.splits, Corpus.split_days = _split, property(_splits), _split_days
 Corpus.resident_days, Corpus.shard_path, Corpus.shards = _resident_days, _shard_path, _shards
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 24
+# %% ../nbs/suvi_fill/25_corpus.ipynb 26
 def _calibration(self) -> Calibration:
     "The manifest's cross-calibration, typed; `InvalidData` naming the file when absent or malformed."
     if "calibration" not in self.manifest:
@@ -218,14 +247,14 @@ def _targets(self, split: str, span: int | None = None) -> int:
 
 Corpus.calibration, Corpus.targets = property(_calibration), _targets
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 27
+# %% ../nbs/suvi_fill/25_corpus.ipynb 29
 def _stale(self, shards: dict) -> list:
     "Names of the open `shards` whose header digest differs from the manifest's."
     return [dataset.shard_name(d, s) for (d, s), shard in shards.items()
             if dataset.shard_name(d, s) in self.listed
             and shard.digest != self.listed[dataset.shard_name(d, s)]["digest"]]
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 28
+# %% ../nbs/suvi_fill/25_corpus.ipynb 30
 def _open_shards(self, split: str | None = None, satellites=None, missing_ok: bool = False) -> dict:
     """`{(day, satellite): Shard}` of the listed shards of `split` (default all); a missing one is
     `MissingData` unless `missing_ok` (then skipped: a pool slice holds a few days).  `InvalidData`
@@ -233,35 +262,38 @@ def _open_shards(self, split: str | None = None, satellites=None, missing_ok: bo
     shards = {}
     try:
         for key, path in self.shards(split, satellites).items():
-            if missing_ok and not path.exists():
-                continue
+            if not path.exists():
+                if missing_ok:
+                    continue
+                raise MissingData(f"{path}: no such shard, though {self.path} lists it; {REBUILD}")
             shards[key] = dataset.Shard(path)
         stale = self._stale(shards)
         if stale:
-            raise InvalidData(f"{self.path}: {len(stale)} shard(s) changed since the manifest was written "
-                              f"({stale[0]}, ...); rebuild with suvi-fill build")
+            raise InvalidData(f"{self.directory / stale[0]}: header digest differs from the one {self.path} records: "
+                              f"{len(stale)} shard(s) changed since the manifest was written; {REBUILD}")
     except BaseException:
         close_shards(shards)
         raise
     return shards
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 29
+# %% ../nbs/suvi_fill/25_corpus.ipynb 31
 def close_shards(shards: dict) -> None:
     "Close every shard of an `open_shards` dict."
     for shard in shards.values():
         shard.close()
 
 
-def _check(self) -> int:
-    "The cheap check: each present shard's header digest against the manifest; returns how many were checked."
-    shards = self.open_shards(missing_ok=True)
+def _check(self, missing_ok: bool = True) -> int:
+    """The cheap check: each listed shard present (unless `missing_ok`), its size what its header
+    describes and its header digest the manifest's; returns how many were checked."""
+    shards = self.open_shards(missing_ok=missing_ok)
     close_shards(shards)
     return len(shards)
 
 
 Corpus._stale, Corpus.open_shards, Corpus.check = _stale, _open_shards, _check
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 32
+# %% ../nbs/suvi_fill/25_corpus.ipynb 35
 def _verify(self) -> list:
     """The full check: every listed shard present, its content hash equal to its header's and the
     manifest's digest.  Returns the problems, one line each (empty when the corpus is intact)."""
@@ -278,10 +310,10 @@ def _verify(self) -> list:
             problems.append(f"{path}: digest {header[:12]} differs from the manifest's {str(entry.get('digest'))[:12]}")
     return problems
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 33
+# %% ../nbs/suvi_fill/25_corpus.ipynb 36
 Corpus.verify = _verify
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 36
+# %% ../nbs/suvi_fill/25_corpus.ipynb 39
 def _band_lines(self, satellite: int, shards: dict) -> list:
     "The clean-share line and the not-present reasons of `satellite`."
     mine = [s for (d, sat), s in shards.items() if sat == satellite]
@@ -293,7 +325,7 @@ def _band_lines(self, satellite: int, shards: dict) -> list:
     return [f"  g{satellite} ({len(mine)} shards)        {shares}   {int(present.all(axis=1).sum())}/{len(present)}",
             "    not present: " + (", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) or "none")]
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 37
+# %% ../nbs/suvi_fill/25_corpus.ipynb 40
 def _split_lines(self) -> list:
     "One line per split: segments, slots, targets at span_min, days."
     lines = []
@@ -312,7 +344,7 @@ def _calibration_lines(self) -> list:
             + " ".join(f"{w}:{cal.fits[w][satellite][0]:.4f}" for w in paths.WAVELENGTHS)
             for satellite in self.satellites if satellite != cal.reference]
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 39
+# %% ../nbs/suvi_fill/25_corpus.ipynb 42
 def _describe(self) -> list:
     "The lines `suvi-fill inspect` prints."
     lines = [f"corpus {self.directory}: manifest {self.digest[:12]}, {self.resolution} px, "
@@ -328,11 +360,11 @@ def _describe(self) -> list:
         close_shards(shards)
     return lines + self._split_lines() + self._calibration_lines()
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 40
+# %% ../nbs/suvi_fill/25_corpus.ipynb 43
 Corpus._band_lines, Corpus._split_lines, Corpus._calibration_lines = _band_lines, _split_lines, _calibration_lines
 Corpus.describe = _describe
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 43
+# %% ../nbs/suvi_fill/25_corpus.ipynb 46
 def inspect_command(parser):
     "`suvi-fill inspect --shards DIR [--verify]`."
     parser.add_argument("--shards", required=True, type=Path, help="corpus directory (suvi-fill build --out)")

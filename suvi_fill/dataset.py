@@ -22,9 +22,9 @@ from suvi_fill.files import atomic_writer
 
 # %% auto 0
 __all__ = ['STORE_DTYPE', 'CLEAN', 'MISSING', 'EMPTY', 'NONFINITE', 'SENTINEL', 'SATURATED', 'UNREADABLE', 'DUPLICATE',
-           'QUALITY_NAMES', 'SHARD_SUFFIX', 'CORPUS_FOV_ARCSEC', 'MAGIC', 'PLANE_OFFSET', 'HASH_CHUNK', 'shard_name',
-           'plate_scale', 'solar_radius_pixels', 'ShardWriter', 'ShardFile', 'Shard', 'shard_content_digest',
-           'inspect_command', 'describe']
+           'QUALITY_NAMES', 'SHARD_SUFFIX', 'CORPUS_FOV_ARCSEC', 'MAGIC', 'PLANE_OFFSET', 'REBUILD_SHARD', 'HASH_CHUNK',
+           'shard_name', 'plate_scale', 'solar_radius_pixels', 'ShardWriter', 'ShardFile', 'Shard',
+           'shard_content_digest', 'describe']
 
 # %% ../nbs/suvi_fill/20_dataset.ipynb 4
 #: On-disk dtype of coded frames: <= 0.75 % radiance step from corona to saturation.
@@ -185,27 +185,83 @@ class ShardWriter:
         else: self.abort()
         return False
 
-# %% ../nbs/suvi_fill/20_dataset.ipynb 18
-def _read_shard_meta(fd, path) -> tuple:
-    "`(meta, {name: array})` of the shard open as `fd`; `InvalidData` naming `path` when it is not one."
+# %% ../nbs/suvi_fill/20_dataset.ipynb 19
+#: What to do about a damaged shard, appended to every refusal.
+REBUILD_SHARD = "rebuild the corpus with suvi-fill build"
+#: Fields of a shard's JSON metadata every reader relies on, with their types.
+_META_FIELDS = {"day": str, "satellite": int, "resolution": int, "n_planes": int, "plane_offset": int,
+                "digest": str, "arrays": dict}
+
+
+def _metadata_span(fd, path) -> tuple:
+    """`(where, length)` of the metadata block of the shard open as `fd`.  The file must end
+    exactly where its header says the block ends: a truncated or appended-to shard is refused."""
     size = os.fstat(fd).st_size
     head = os.pread(fd, 24, 0)
     if len(head) < 24 or head[:8] != MAGIC:
-        raise InvalidData(f"{path}: not a corpus shard (bad magic); rebuild it with suvi-fill build")
+        raise InvalidData(f"{path}: not a corpus shard (bad magic); {REBUILD_SHARD}")
     where, length = struct.unpack("<QQ", head[8:])
-    if where + length > size:
-        raise InvalidData(f"{path}: truncated shard ({size} bytes, metadata ends at {where + length})")
-    body = os.pread(fd, length, where)
+    if where + length != size or length < 8:
+        raise InvalidData(f"{path}: {size} bytes, but its header puts the metadata at bytes {where}..{where + length} "
+                          f"(truncated or written over); {REBUILD_SHARD}")
+    return where, length
+
+# %% ../nbs/suvi_fill/20_dataset.ipynb 20
+def _parse_meta(body: bytes, path) -> tuple:
+    "`(meta, offset of the arrays)` of a metadata block; `InvalidData` naming `path` and the field."
     (text_length,) = struct.unpack("<Q", body[:8])
-    meta = json.loads(body[8:8 + text_length].decode("utf-8"))
-    base = 8 + text_length
+    try:
+        meta = json.loads(body[8:8 + text_length].decode("utf-8"))
+    except ValueError as exc:                       # UnicodeDecodeError and JSONDecodeError both are
+        raise InvalidData(f"{path}: shard metadata is not JSON ({' '.join(str(exc).split())[:80]}); "
+                          f"{REBUILD_SHARD}") from None
+    if not isinstance(meta, dict):
+        raise InvalidData(f"{path}: shard metadata is not a JSON object; {REBUILD_SHARD}")
+    for key, kind in _META_FIELDS.items():
+        value = meta.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise InvalidData(f"{path}: shard metadata field {key!r} is {type(value).__name__}, not "
+                              f"{kind.__name__}; {REBUILD_SHARD}")
+    return meta, 8 + text_length
+
+# %% ../nbs/suvi_fill/20_dataset.ipynb 21
+def _read_arrays(body: bytes, base: int, meta: dict, path) -> dict:
+    "The per-slot arrays of `_ARRAYS` from a metadata block, each of the recorded dtype and one row per slot."
     arrays = {}
-    for name, (dtype, shape, offset) in meta["arrays"].items():
-        count = int(np.prod(shape))
-        arrays[name] = np.frombuffer(body, dtype=dtype, count=count, offset=base + offset).reshape(shape).copy()
+    for name, dtype, width in _ARRAYS:
+        try:
+            kind, shape, offset = meta["arrays"][name]
+            if kind != dtype:
+                raise ValueError(f"dtype {kind!r}, not {dtype!r}")
+            count = int(np.prod(shape))
+            arrays[name] = np.frombuffer(body, dtype=dtype, count=count, offset=base + int(offset)).reshape(shape).copy()
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidData(f"{path}: shard metadata field 'arrays.{name}' is unusable "
+                              f"({' '.join(str(exc).split())[:80] or type(exc).__name__}); {REBUILD_SHARD}") from None
+        rows = len(arrays["slots"])
+        if arrays[name].shape != ((rows, width) if width > 1 else (rows,)):
+            raise InvalidData(f"{path}: shard metadata field 'arrays.{name}' has shape {arrays[name].shape}, "
+                              f"expected one row of {width} per slot ({rows} slots); {REBUILD_SHARD}")
+    return arrays
+
+# %% ../nbs/suvi_fill/20_dataset.ipynb 22
+def _read_shard_meta(fd, path) -> tuple:
+    """`(meta, {name: array})` of the shard open as `fd`; `InvalidData` naming `path` (and the field)
+    when it is not one, is truncated, or its metadata and plane area disagree."""
+    where, length = _metadata_span(fd, path)
+    body = os.pread(fd, length, where)
+    meta, base = _parse_meta(body, path)
+    arrays = _read_arrays(body, base, meta, path)
+    planes_end = meta["plane_offset"] + meta["n_planes"] * meta["resolution"] ** 2 * STORE_DTYPE.itemsize
+    if planes_end != where or meta["n_planes"] < 0 or meta["resolution"] < 1:
+        raise InvalidData(f"{path}: shard metadata fields 'n_planes' {meta['n_planes']} and 'resolution' "
+                          f"{meta['resolution']} put the planes' end at {planes_end}, not {where}; {REBUILD_SHARD}")
+    if len(arrays["plane"]) and not (-1 <= arrays["plane"].min() and arrays["plane"].max() < meta["n_planes"]):
+        raise InvalidData(f"{path}: shard metadata field 'arrays.plane' points past its {meta['n_planes']} planes; "
+                          f"{REBUILD_SHARD}")
     return meta, arrays
 
-# %% ../nbs/suvi_fill/20_dataset.ipynb 19
+# %% ../nbs/suvi_fill/20_dataset.ipynb 23
 def _widen(out, plane) -> None:
     """`out[...] = plane` (float16 -> float32).  numpy's conversion runs ~250 M values/s
     (10 ms for a 640 px frame, the whole cost of a read); torch's F16C path is ~15x
@@ -217,7 +273,7 @@ def _widen(out, plane) -> None:
     else:
         np.copyto(out, plane)
 
-# %% ../nbs/suvi_fill/20_dataset.ipynb 20
+# %% ../nbs/suvi_fill/20_dataset.ipynb 24
 class ShardFile:
     """The file side of a `Shard`: the descriptor, the metadata read at open, the planes
     mapped once per process (afresh in a forked child), and closing."""
@@ -288,7 +344,7 @@ class ShardFile:
         try: self.close()
         except Exception: pass
 
-# %% ../nbs/suvi_fill/20_dataset.ipynb 22
+# %% ../nbs/suvi_fill/20_dataset.ipynb 26
 class Shard(ShardFile):
     """One (day, satellite) of the corpus, read through a memory map.
 
@@ -331,11 +387,11 @@ class Shard(ShardFile):
         return (f"Shard({self.day} g{self.satellite}, {self.resolution}px, "
                 f"{int(self.present.all(axis=1).sum())}/{len(self)} complete slots)")
 
-# %% ../nbs/suvi_fill/20_dataset.ipynb 26
+# %% ../nbs/suvi_fill/20_dataset.ipynb 30
 #: Bytes hashed per read by `shard_content_digest` (bounded memory for any shard size).
 HASH_CHUNK = 1 << 24
 
-# %% ../nbs/suvi_fill/20_dataset.ipynb 27
+# %% ../nbs/suvi_fill/20_dataset.ipynb 31
 def shard_content_digest(path) -> tuple:
     "`(header digest, recomputed content digest)` of the shard at `path`; equal when the shard is intact."
     with Shard(path) as shard:
@@ -352,13 +408,7 @@ def shard_content_digest(path) -> tuple:
     digest.update(body[8 + text_length:])
     return header, digest.hexdigest()
 
-# %% ../nbs/suvi_fill/20_dataset.ipynb 30
-def inspect_command(parser):
-    "`suvi-fill inspect`: see `suvi_fill.corpus.inspect_command`."
-    from suvi_fill.corpus import inspect_command as corpus_inspect_command
-    return corpus_inspect_command(parser)
-
-
+# %% ../nbs/suvi_fill/20_dataset.ipynb 35
 def describe(directory) -> list:
     "The lines `suvi-fill inspect` prints: `suvi_fill.corpus.Corpus.open(directory).describe()`."
     from suvi_fill.corpus import Corpus

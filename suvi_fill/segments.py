@@ -5,8 +5,6 @@
 # %% ../nbs/suvi_fill/22_segments.ipynb 2
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
 import cv2
@@ -14,7 +12,7 @@ import numpy as np
 
 from suvi_fill import coding, dataset, paths
 from suvi_fill.corpus import (MANIFEST, MANIFEST_FORMAT, SPLITS, Calibration, Corpus, close_shards, days_touched,
-                              targets_in)
+                              manifest_digest, targets_in)
 from suvi_fill.errors import InvalidData, MissingData
 from suvi_fill.files import atomic_write_json
 
@@ -22,7 +20,7 @@ from suvi_fill.files import atomic_write_json
 __all__ = ['SPAN_MIN', 'SPLIT_RATIOS', 'CALIBRATION_FRAMES', 'CALIBRATION_BLOCK', 'CALIBRATION_BLUR', 'CALIBRATION_EXTENT',
            'CALIBRATION_DISK', 'CALIBRATION_ITERATIONS', 'clean_runs', 'find_segments', 'time_blocks', 'time_windows',
            'assign_splits', 'orthogonal_fit', 'median_fit', 'calibrate', 'transfer', 'open_shards', 'corpus_shards',
-           'load_manifest', 'manifest_digest', 'make_manifest', 'write_manifest']
+           'load_manifest', 'make_manifest', 'write_manifest']
 
 # %% ../nbs/suvi_fill/22_segments.ipynb 3
 #: The corpus's minimum model span, in slots either side of the target (+-64 min at
@@ -240,14 +238,10 @@ def corpus_shards(directory) -> dict:
 
 # %% ../nbs/suvi_fill/22_segments.ipynb 20
 def load_manifest(path) -> dict:
-    "The manifest dict of `Corpus.open(path)` (a directory or its `manifest.json`), checked there."
-    return Corpus.open(path).manifest
-
-
-def manifest_digest(manifest: dict) -> str:
-    "SHA-256 of every field of `manifest` but `digest` itself (and the build's free-form `build` record)."
-    body = {k: v for k, v in manifest.items() if k not in ("digest", "build")}
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    """The manifest dict of `Corpus.open(path, missing_ok=True)` (a directory or its `manifest.json`),
+    checked there: a pool slice's copy is read too, the shards it holds checked.  Its digest is
+    `corpus.manifest_digest`."""
+    return Corpus.open(path, missing_ok=True).manifest
 
 # %% ../nbs/suvi_fill/22_segments.ipynb 21
 def make_manifest(shards: dict, span_min: int = SPAN_MIN, ratios=SPLIT_RATIOS, satellites=None,

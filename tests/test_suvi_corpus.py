@@ -34,6 +34,7 @@ def built(tmp_path_factory):
 def _edited(built, tmp_path, edit) -> Path:
     manifest = json.loads((built / MANIFEST).read_text())
     edit(manifest)
+    manifest["digest"] = corpus_module.manifest_digest(manifest)   # a consistent edit: the fields are what is tested
     path = tmp_path / MANIFEST
     path.write_text(json.dumps(manifest))
     return path
