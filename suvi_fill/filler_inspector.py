@@ -13,8 +13,8 @@ from suvi_fill import coding, paths
 from suvi_fill.sample import Sample
 
 # %% auto 0
-__all__ = ['SAMPLES_SHOWN', 'field', 'predictions_for', 'comparison', 'draw_band', 'plot_comparison', 'sample_title',
-           'filler_inspector']
+__all__ = ['ERROR_PERCENTILE', 'SAMPLES_SHOWN', 'field', 'predictions_for', 'error_limit', 'comparison', 'draw_band',
+           'plot_comparison', 'sample_title', 'filler_controls', 'no_sample_figure', 'filler_inspector']
 
 # %% ../nbs/suvi_fill/53_filler_inspector.ipynb 6
 _MISSING = object()
@@ -36,6 +36,15 @@ def predictions_for(sample, fillers: dict, device="cpu") -> dict:
     return {name: filler(prep) for name, filler in fillers.items()}
 
 # %% ../nbs/suvi_fill/53_filler_inspector.ipynb 11
+ERROR_PERCENTILE = 99.5   # the error maps' scale: one hot pixel must not wash out the rest
+
+
+def error_limit(errors) -> float:
+    "The symmetric colour limit of the error maps: the `ERROR_PERCENTILE` of |error| over all fillers."
+    values = [np.abs(np.asarray(e)).ravel() for e in errors]
+    return max(float(np.percentile(np.concatenate(values), ERROR_PERCENTILE)) if values else 0.0, 1e-3)
+
+# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 13
 def comparison(sample, predictions: dict) -> list:
     """Per lost band: `{"band", "truth", "outputs": {name: display}, "errors": {name: display error},
     "psnr": {name: dB}, "limit"}`, display-mapped with the bench mapping."""
@@ -48,12 +57,12 @@ def comparison(sample, predictions: dict) -> list:
         shown = coding.to_display(truth[b], w, coded=True)
         outputs = {n: coding.to_display(np.nan_to_num(p[b]), w, coded=True) for n, p in predictions.items()}
         errors = {n: o - shown for n, o in outputs.items()}
-        limit = max([float(np.abs(e).max()) for e in errors.values()] + [1e-3])
+        limit = error_limit(errors.values())
         rows.append({"band": w, "truth": shown, "outputs": outputs, "errors": errors, "limit": limit,
                      "psnr": {n: float(scores[n][b]) for n in predictions}})
     return rows
 
-# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 14
+# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 16
 def draw_band(top, bottom, row: dict, predictions) -> None:
     "One lost band's two rows of axes: truth and outputs on `top`, error maps on `bottom` (a `comparison` row)."
     top[0].imshow(row["truth"], origin="lower", cmap="gray", vmin=0, vmax=1)
@@ -67,13 +76,13 @@ def draw_band(top, bottom, row: dict, predictions) -> None:
     for ax in (*top, *bottom):
         ax.set_axis_off()
 
-# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 17
+# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 19
 def plot_comparison(sample, predictions: dict, figure=None, title=None):
     "Truth | outputs, then the error maps, two rows per lost band; returns the figure."
     from matplotlib.figure import Figure
     rows = comparison(sample, predictions)
     columns = 1 + len(predictions)
-    figure = figure or Figure(figsize=(2.2 * columns, 2.3 * 2 * max(len(rows), 1)))
+    figure = figure or Figure(figsize=(2.2 * columns, 2.3 * 2 * max(len(rows), 1)), layout="constrained")
     figure.clear()
     if not rows:
         figure.text(0.5, 0.5, "this sample lost no band", ha="center")
@@ -85,7 +94,7 @@ def plot_comparison(sample, predictions: dict, figure=None, title=None):
         figure.suptitle(title, fontsize=9)
     return figure
 
-# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 19
+# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 21
 def sample_title(sample) -> str:
     "g16 2024-03-18 01:04Z, lost 171, 195 Å."
     lost = [str(w) for w, l in zip(paths.WAVELENGTHS, np.asarray(field(sample, "lost")) > 0.5) if l]
@@ -93,52 +102,74 @@ def sample_title(sample) -> str:
     stamp = "sample" if when is None else paths.time_of(when).strftime("%Y-%m-%d %H:%M")
     return f"g{satellite} {stamp}Z, lost {', '.join(lost)} Å"
 
-# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 24
+# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 26
 #: Samples per (split, gap) the widget offers.
 SAMPLES_SHOWN = 16
 
-# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 26
+# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 29
+def filler_controls(gaps) -> dict:
+    "The filler inspector's controls by name (the sample slider updates on release: a redraw takes seconds)."
+    import ipywidgets as widgets
+    from suvi_fill import segments
+    return dict(split=widgets.Dropdown(options=list(segments.SPLITS), value="test", description="split"),
+                gap=widgets.Dropdown(options=list(gaps), description="gap"),
+                sample=widgets.IntSlider(min=0, max=0, description="sample", continuous_update=False))
+
+
+def no_sample_figure(message: str):
+    "A small figure that says there is nothing to show."
+    from matplotlib.figure import Figure
+    figure = Figure(figsize=(6, 1))
+    figure.text(0.5, 0.5, message, ha="center", va="center")
+    return figure
+
+# %% ../nbs/suvi_fill/53_filler_inspector.ipynb 31
 def filler_inspector(shards_dir, checkpoint=None, gaps=None, device="cpu"):
     "An ipywidgets inspector of the bench's samples (see above); returns the widget."
     import ipywidgets as widgets
-    from IPython.display import display
     from suvi_fill import availability, segments
     from suvi_fill.bench import GAPS, BenchSet, FILLER_ORDER
     from suvi_fill.fillers import make_filler
+    from suvi_fill.panel import PlotPanel
     shards_dir = Path(shards_dir)
     manifest = segments.load_manifest(shards_dir / segments.MANIFEST)
     trace = availability.Availability.load(shards_dir / availability.AVAILABILITY)
     names = [n for n in FILLER_ORDER if n != "learned" or checkpoint is not None]
     fillers = {n: make_filler(n, checkpoint=checkpoint, device=device) for n in names}
     base = next((f.offsets for f in fillers.values() if f.offsets), None)
-    split = widgets.Dropdown(options=list(segments.SPLITS), value="test", description="split")
-    gap = widgets.Dropdown(options=list(gaps or GAPS), description="gap")
-    pick = widgets.IntSlider(min=0, max=0, description="sample")
-    status = widgets.Label()
-    output = widgets.Output()
-    cache = {}
+    c, status, cache, quiet = filler_controls(gaps or GAPS), widgets.Label(), {}, {"on": False}
 
     def current():
-        key = (split.value, gap.value)
+        key = (c["split"].value, c["gap"].value)
         if key not in cache:
-            with BenchSet(shards_dir, manifest, trace, split.value, base_offsets=base) as bench:
-                cache[key] = list(bench.samples(gap.value, SAMPLES_SHOWN))
+            with BenchSet(shards_dir, manifest, trace, c["split"].value, base_offsets=base) as bench:
+                cache[key] = list(bench.samples(c["gap"].value, SAMPLES_SHOWN))
         return cache[key]
 
-    def draw(*_):
-        chosen = current()
-        pick.max = max(len(chosen) - 1, 0)
-        output.clear_output(wait=True)
-        with output:
-            if not chosen:
-                status.value = f"no {split.value} sample at gap {gap.value}: the archive is too short"
-                return
-            sample = chosen[min(pick.value, len(chosen) - 1)]
-            status.value = f"{len(chosen)} samples; {sample_title(sample)}"
-            figure = plot_comparison(sample, predictions_for(sample, fillers, device), title=sample_title(sample))
-            display(figure)
+    def draw():
+        chosen, split, gap, i = current(), c["split"].value, c["gap"].value, c["sample"].value
+        if not chosen:
+            status.value = f"no {split} sample at gap {gap}: the archive is too short"
+            return no_sample_figure(status.value), status.value
+        sample = chosen[min(i, len(chosen) - 1)]
+        status.value = f"{len(chosen)} samples; {sample_title(sample)}"
+        figure = plot_comparison(sample, predictions_for(sample, fillers, device), title=sample_title(sample))
+        return figure, f"{split} · gap {gap} · sample {i} of {len(chosen)}: {sample_title(sample)}"
 
-    for control in (split, gap, pick):
-        control.observe(draw, names="value")
-    draw()
-    return widgets.VBox([widgets.HBox([split, gap, pick]), status, output])
+    panel = PlotPanel(draw)
+
+    def choose(*_):
+        quiet["on"] = True                     # the slider's reset must not draw a second time
+        try:
+            c["sample"].value, c["sample"].max = 0, max(len(current()) - 1, 0)
+        finally:
+            quiet["on"] = False
+        panel.redraw()
+
+    c["split"].observe(choose, names="value")
+    c["gap"].observe(choose, names="value")
+    c["sample"].observe(lambda *_: quiet["on"] or panel.redraw(), names="value")
+    choose()
+    box = widgets.VBox([widgets.HBox(list(c.values())), status, panel.widget])
+    box.controls, box.panel = c, panel
+    return box
