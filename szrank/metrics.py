@@ -247,7 +247,7 @@ def scalar_metrics(metrics: dict) -> dict:
     return {key: value for key, value in metrics.items()
             if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)}
 
-# %% ../nbs/szrank/23_metrics.ipynb 30
+# %% ../nbs/szrank/23_metrics.ipynb 31
 def report_gate(validation: dict, test: dict, stress: dict, minimum_records: int) -> tuple[bool, list[str]]:
     "The seed's deployment gate: `(approved, reasons it failed)`."
     reasons: list[str] = []
