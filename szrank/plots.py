@@ -147,10 +147,10 @@ def plot_gain_uplift(metrics: dict, ax) -> dict:
 # %% ../nbs/szrank/29_plots.ipynb 16
 def plot_split(report: dict, split: str, figure=None):
     "All three plots of one split of a report in one figure (a new one if `figure` is None)."
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
     metrics = split_metrics(report, split)
     if figure is None:
-        figure = plt.figure(figsize=(15, 4.2))
+        figure = Figure(figsize=(15, 4.2), layout="constrained")   # never pyplot: no global state, any backend
     figure.clear()
     axes = figure.subplots(1, 3)
     plot_reliability(metrics, axes[0])
@@ -158,32 +158,28 @@ def plot_split(report: dict, split: str, figure=None):
     plot_gain_uplift(metrics, axes[2])
     digest = report.get("model_digest_sha256", "")[:12] or "unpublished"
     figure.suptitle(f"{split}: {metrics['records']:,} records, model {digest}")
-    figure.tight_layout()
     return figure
 
 # %% ../nbs/szrank/29_plots.ipynb 22
 def report_browser(directory):
     "An ipywidgets dropdown of generation and split above the three plots of a published directory."
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
-    from IPython.display import display
+    from szrank.panel import PlotPanel
     generations = list_generations(directory)
     if not generations:
         raise FileNotFoundError(f"{directory}: no published reports; run szrank train (or szrank demo) first")
     generation = widgets.Dropdown(options=list(generations), description="model")
     split = widgets.Dropdown(options=list(REPORT_SPLITS), value="validation", description="split")
-    output = widgets.Output()
 
-    def redraw(*_):
-        with output:
-            output.clear_output(wait=True)
-            figure = plot_split(load_report(generations[generation.value]), split.value)
-            display(figure)
-            plt.close(figure)
+    def draw():
+        report = load_report(generations[generation.value])
+        records = split_metrics(report, split.value)["records"]
+        return plot_split(report, split.value), f"{generation.value} · {split.value}: {records:,} records"
 
-    generation.observe(redraw, names="value")
-    split.observe(redraw, names="value")
-    redraw()
-    box = widgets.VBox([widgets.HBox([generation, split]), output])
-    display(box)
+    panel = PlotPanel(draw)
+    generation.observe(panel.redraw, names="value")
+    split.observe(panel.redraw, names="value")
+    panel.redraw()
+    box = widgets.VBox([widgets.HBox([generation, split]), panel.widget])
+    box.controls, box.panel = dict(generation=generation, split=split), panel
     return box
