@@ -35,8 +35,8 @@ __all__ = ['RESPONSE_LINES', 'QUIET_RADIANCE', 'QUIET_DEM', 'LIMB_THICKNESS', 'O
            'TRUTH_NAME', 'OUTAGES_NAME', 'band_response', 'dem_weights', 'relative_brightness', 'OutageRates',
            'eclipse_window', 'outage_plan', 'Geometry', 'dem_radiance', 'region_loops', 'dipole_line', 'local_frame',
            'loop_points', 'splat', 'bright_points', 'bright_point_sources', 'filaments', 'filament_points',
-           'corona_shapes', 'corona_pattern', 'SunScene', 'pixel_mean', 'SunSurface', 'SunModel', 'Instrument',
-           'archive_path', 'synthesize', 'synth_command']
+           'corona_shapes', 'corona_pattern', 'SunScene', 'pixel_mean', 'SunTextures', 'SunSurface', 'draw_filaments',
+           'SunModel', 'Instrument', 'archive_path', 'synthesize', 'synth_command']
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 3
 from suvi_fill.fits import SENTINEL_VALUE, l2_header_values, l2_name, write_l2, world_from_pixel
@@ -602,7 +602,7 @@ class SunScene:
         self.filaments = filaments(fine)
         self.corona_shapes = corona_shapes(fine)
         self._loops = {}                                         # region index -> (region, its loops), drawn on demand
-        self._levels = {0: (self.texture, TEXTURE_DEG)}         # smoothed textures for coarse pixels
+        self._levels = {}                                        # smoothed textures for coarse pixels
 
     def day(self, when) -> float:
         "Days since the archive start of `when` (unix seconds or any time)."
@@ -676,7 +676,39 @@ def _corona_profiles(band: int) -> tuple:
     return _cumulative(near), _cumulative(far)
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 52
-class SunSurface(SunScene):
+class SunTextures(SunScene):
+    "The heliographic textures of the synthetic Sun, sampled at any (lat, lon) and pixel size."
+
+    def _sample(self, lat, lon, level: int = 0):
+        """Bilinear sample of the heliographic textures at (lat, lon) degrees, from the copy smoothed to
+        cells of 2**`level` grid cells (so a coarse pixel gets the mean, not one point, of the texture)."""
+        t, deg, _ = self._texture_level(level)
+        fy = (lat + 90.0) / deg
+        fx = ((lon + 180.0) % 360.0) / deg
+        y0 = np.clip(np.floor(fy).astype(np.int64), 0, t.shape[1] - 2)
+        x0 = np.floor(fx).astype(np.int64) % t.shape[2]
+        x1 = (x0 + 1) % t.shape[2]
+        wy, wx = (fy - y0).astype(np.float32), (fx - np.floor(fx)).astype(np.float32)
+        top = t[:, y0, x0] * (1 - wx) + t[:, y0, x1] * wx
+        bottom = t[:, y0 + 1, x0] * (1 - wx) + t[:, y0 + 1, x1] * wx
+        return top * (1 - wy) + bottom * wy
+
+    def _texture_level(self, level: int):
+        """The textures smoothed over 2**`level` cells and subsampled, their cell size in degrees and
+        their statistics (cached): the fine structure's variance, the lanes' mean and variance (relative
+        to full resolution), so that smoothing keeps every band's mean radiance."""
+        if level not in self._levels:
+            step = 2 ** level
+            smooth = self.texture if level == 0 else gaussian_filter(
+                self.texture, (0, 0.5 * step, 0.5 * step), mode=("nearest", "nearest", "wrap"))[:, ::step, ::step]
+            lanes = np.exp(-(smooth[0] / LANE_WIDTH) ** 2)
+            stats = dict(fine_var=float(smooth[2:4].var()), lane_mean=float(lanes.mean()),
+                         lane_var=float(lanes.var()) / _LANE_STD ** 2)
+            self._levels[level] = (np.ascontiguousarray(smooth), TEXTURE_DEG * step, stats)
+        return self._levels[level]
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 53
+class SunSurface(SunTextures):
     "The quiet-Sun layers of the synthetic Sun and the structure painter regions and flares use."
 
     def _draw_disk(self, image, x, y, rho, radius_px, b0, day) -> None:
@@ -690,11 +722,14 @@ class SunSurface(SunScene):
         level = int(np.clip(math.floor(math.log2(max(pixel_deg / TEXTURE_DEG, 1.0))), 0, MAX_TEXTURE_LEVEL))
         net_a, net_b, fine_a, fine_b, holes = self._sample(lat, lon - rotation_rate(lat) * day, level)
         phase = 2 * math.pi * day / (4 * NETWORK_DAYS)
-        lanes = (np.exp(-((math.cos(phase) * net_a + math.sin(phase) * net_b) / LANE_WIDTH) ** 2) - _LANE_MEAN) / _LANE_STD
+        stats = self._texture_level(level)[2]
+        lanes = np.exp(-((math.cos(phase) * net_a + math.sin(phase) * net_b) / LANE_WIDTH) ** 2)
+        lanes = (lanes - stats["lane_mean"]) / _LANE_STD
         for i, band in enumerate(WAVELENGTHS):
             psi = 2 * math.pi * day * 24.0 / (4 * FINE_HOURS) + math.radians(FINE_PHASE_DEG[band])
             c, f = NETWORK_CONTRAST[band], FINE_CONTRAST[band]
-            texture = np.exp(c * lanes + f * (math.cos(psi) * fine_a + math.sin(psi) * fine_b) - 0.5 * (c * c + f * f))
+            texture = np.exp(c * lanes + f * (math.cos(psi) * fine_a + math.sin(psi) * fine_b)
+                             - 0.5 * (c * c * stats["lane_var"] + f * f * stats["fine_var"]))
             image[i][on] = (QUIET_RADIANCE[band] * pixel_mean(_disk_profile(band), rho[on], radius_px)
                             * texture * (1 - HOLE_DEPTH[band] * holes))
 
@@ -706,28 +741,6 @@ class SunSurface(SunScene):
             near_profile, far_profile = _corona_profiles(band)
             image[i][off] += QUIET_RADIANCE[band] * (pixel_mean(near_profile, rho[off], radius_px) * near
                                                      + pixel_mean(far_profile, rho[off], radius_px) * far)
-
-    def _sample(self, lat, lon, level: int = 0):
-        """Bilinear sample of the heliographic textures at (lat, lon) degrees, from the copy smoothed to
-        cells of 2**`level` grid cells (so a coarse pixel gets the mean, not one point, of the texture)."""
-        t, deg = self._texture_level(level)
-        fy = (lat + 90.0) / deg
-        fx = ((lon + 180.0) % 360.0) / deg
-        y0 = np.clip(np.floor(fy).astype(np.int64), 0, t.shape[1] - 2)
-        x0 = np.floor(fx).astype(np.int64) % t.shape[2]
-        x1 = (x0 + 1) % t.shape[2]
-        wy, wx = (fy - y0).astype(np.float32), (fx - np.floor(fx)).astype(np.float32)
-        top = t[:, y0, x0] * (1 - wx) + t[:, y0, x1] * wx
-        bottom = t[:, y0 + 1, x0] * (1 - wx) + t[:, y0 + 1, x1] * wx
-        return top * (1 - wy) + bottom * wy
-
-    def _texture_level(self, level: int):
-        "The textures smoothed over 2**`level` cells and subsampled, and their cell size in degrees (cached)."
-        if level not in self._levels:
-            step = 2 ** level
-            smooth = gaussian_filter(self.texture, (0, 0.5 * step, 0.5 * step), mode=("nearest", "nearest", "wrap"))
-            self._levels[level] = (smooth[:, ::step, ::step].copy(), TEXTURE_DEG * step)
-        return self._levels[level]
 
     @staticmethod
     def _blob(image, geometry, scale, b0, lat, lon, height, sigma, amps, x, y, rho2):
@@ -765,12 +778,26 @@ class SunSurface(SunScene):
             if amp:
                 image[i, r0:r1, c0:c1] += np.float32(amp) * footprint
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 54
+# %% ../nbs/suvi_fill/12_sun.ipynb 55
+def draw_filaments(image, sheets: dict, geometry: Geometry, radius_px: float, b0: float, day: float) -> None:
+    "Filaments: absorb what lies under them on the disk; above the limb, prominences glow in 304."
+    points, area = filament_points(sheets, day, b0)
+    px, py, pz = points
+    front, beyond = (pz > 0) & (px * px + py * py < 1.0), px * px + py * py >= 1.0
+    cover = np.zeros((1,) + image.shape[1:], np.float32)
+    splat(cover, points, area[:, None], geometry, radius_px, visible=front)
+    cover = np.clip(gaussian_filter(cover[0], 0.5), 0.0, 1.0)
+    for i, band in enumerate(WAVELENGTHS):
+        image[i] *= 1.0 - FILAMENT_DEPTH[band] * cover
+    glow = area[:, None] * np.array([PROMINENCE_LEVEL[b] * QUIET_RADIANCE[b] for b in WAVELENGTHS])[None]
+    splat(image, points, glow, geometry, radius_px, visible=beyond)
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 56
 #: What `SunModel.render` can draw: the quiet disk (with bright points), filaments and prominences,
 #: the off-limb corona, active regions (diffuse envelope, core and plage), their loops, and flares.
 COMPONENTS = ("disk", "filaments", "corona", "regions", "loops", "flares")
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 55
+# %% ../nbs/suvi_fill/12_sun.ipynb 57
 class SunModel(SunSurface):
     "The synthetic Sun of one archive: `render` gives the true radiance of any frame."
 
@@ -795,7 +822,7 @@ class SunModel(SunSurface):
             self._draw_disk(image, x, y, rho, radius_px, b0, day)
             splat(image, *bright_point_sources(self.bright_points, day, b0), geometry, radius_px)
         if "filaments" in components:
-            self._draw_filaments(image, geometry, radius_px, b0, day)
+            draw_filaments(image, self.filaments, geometry, radius_px, b0, day)
         if "corona" in components:
             self._draw_corona(image, x, y, rho, radius_px, day)
         for index, region in enumerate(self.regions):
@@ -808,19 +835,6 @@ class SunModel(SunSurface):
             for i in range(len(WAVELENGTHS)):
                 image[i] = gaussian_filter(image[i], sigma, mode="nearest", truncate=3.0)
         return image
-
-    def _draw_filaments(self, image, geometry, radius_px, b0, day) -> None:
-        "Filaments: absorb what lies under them on the disk; above the limb, prominences glow in 304."
-        points, area = filament_points(self.filaments, day, b0)
-        px, py, pz = points
-        front, beyond = (pz > 0) & (px * px + py * py < 1.0), px * px + py * py >= 1.0
-        cover = np.zeros((1,) + image.shape[1:], np.float32)
-        splat(cover, points, area[:, None], geometry, radius_px, visible=front)
-        cover = np.clip(gaussian_filter(cover[0], 0.5), 0.0, 1.0)
-        for i, band in enumerate(WAVELENGTHS):
-            image[i] *= 1.0 - FILAMENT_DEPTH[band] * cover
-        glow = area[:, None] * np.array([PROMINENCE_LEVEL[b] * QUIET_RADIANCE[b] for b in WAVELENGTHS])[None]
-        splat(image, points, glow, geometry, radius_px, visible=beyond)
 
     def _draw_region(self, image, index, region, components, geometry, scale, b0, day, x, y, rho2) -> None:
         "Active region `index` (envelope, core, 304 plage) and its flares, at its strength on `day`."
@@ -856,7 +870,7 @@ class SunModel(SunSurface):
                     self._blob(image, geometry, scale, b0, lat + math.degrees(flare["offset"][1]),
                                lon + math.degrees(flare["offset"][0]), FLARE_HEIGHT, 0.012, amps, x, y, rho2)
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 60
+# %% ../nbs/suvi_fill/12_sun.ipynb 62
 #: Pointing model: bias, diurnal amplitude and jitter of the disk centre (arcsec), and of the roll (deg).
 POINTING_BIAS_ARCSEC, POINTING_DIURNAL_ARCSEC, POINTING_JITTER_ARCSEC = 8.0, 4.0, 0.5
 ROLL_BIAS_DEG, ROLL_DIURNAL_DEG = 0.15, 0.03
@@ -864,7 +878,7 @@ ROLL_BIAS_DEG, ROLL_DIURNAL_DEG = 0.15, 0.03
 GAIN_SIGMA = {16: 0.03, 18: 0.06}
 OFFSET_FRACTION = 0.003
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 61
+# %% ../nbs/suvi_fill/12_sun.ipynb 63
 class Instrument:
     "Calibration and pointing of the SUVIs on `satellites`, drawn from `seed`."
 
@@ -919,7 +933,7 @@ class Instrument:
                 "offset": dict(zip(bands, (self.offset[b] - self.gain[b] / self.gain[a] * self.offset[a]).tolist()))}
         return out
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 64
+# %% ../nbs/suvi_fill/12_sun.ipynb 66
 #: Default first day: inside the March eclipse season, so a short archive shows eclipses.
 DEFAULT_START = "2024-03-18"
 #: Default resolution: small enough that CI writes two days of both satellites in seconds.
@@ -933,7 +947,7 @@ def archive_path(root, band: int, satellite: int, slot: int) -> Path:
     return (Path(root) / f"goes{satellite}" / "l2" / "data" / f"suvi-l2-ci{band:03d}" / day[:4] / day[5:7]
             / day[8:10] / l2_name(band, satellite, slot))
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 65
+# %% ../nbs/suvi_fill/12_sun.ipynb 67
 def _synth_span(out, resolution, satellites, days, hours) -> tuple:
     "`(satellites, span_days, n_slots)` of a synth request; `OptionError` naming the flag that cannot be used."
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -950,7 +964,7 @@ def _synth_span(out, resolution, satellites, days, hours) -> tuple:
         raise OptionError(f"--days/--hours give no 4-minute slot ({span_days} days)")
     return satellites, span_days, n_slots
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 66
+# %% ../nbs/suvi_fill/12_sun.ipynb 68
 def _band_data(code, observed, i, resolution) -> np.ndarray:
     "The image a band file of outage `code` holds: the sentinel fill, zeros (EMPTY), or the observation."
     if code == SENTINEL_RUN:
@@ -959,7 +973,7 @@ def _band_data(code, observed, i, resolution) -> np.ndarray:
         return np.zeros((resolution, resolution), np.float32)
     return observed[i]
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 67
+# %% ../nbs/suvi_fill/12_sun.ipynb 69
 def _write_frame(staging, sun, instrument, slot, sat, codes, degraded, resolution, made_dirs) -> None:
     "Write the band files one satellite's frame of `slot` has (`codes`: one outage code per band)."
     geometry = instrument.geometry(slot, sat, resolution)
@@ -984,7 +998,7 @@ def _write_frame(staging, sun, instrument, slot, sat, codes, degraded, resolutio
             made_dirs.add(path.parent)
         write_l2(path, data, values, durable=False)
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 68
+# %% ../nbs/suvi_fill/12_sun.ipynb 70
 def _write_truth(staging, summary, status, degraded, first, satellites) -> None:
     "`synth_truth.json` and `synth_outages.npz` into the staging directory."
     atomic_write_json(staging / TRUTH_NAME, summary)
@@ -993,7 +1007,7 @@ def _write_truth(staging, summary, status, degraded, first, satellites) -> None:
                             satellites=np.array(satellites), bands=np.array(WAVELENGTHS),
                             names=np.array(OUTAGE_NAMES))
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 70
+# %% ../nbs/suvi_fill/12_sun.ipynb 72
 def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, seed: int = 0,
                start=DEFAULT_START, satellites=SATELLITES, hours: float | None = None,
                rates: OutageRates = OutageRates(), progress: bool = True) -> dict:
@@ -1041,7 +1055,7 @@ def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, see
         raise
     return summary
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 75
+# %% ../nbs/suvi_fill/12_sun.ipynb 77
 def synth_command(parser: argparse.ArgumentParser):
     "`suvi-fill synth`: write a synthetic SUVI L2 archive (see `synthesize`)."
     parser.add_argument("--out", required=True, help="new directory for the archive")
