@@ -154,6 +154,8 @@ COMMANDS = (
     Command("train", "snapshot, train, gate and publish the ranker ensemble", "szrank.cli:train_command"),
     Command("search", "run reference searches into a .sztd archive", "szrank.search:search_command"),
     Command("export", "write the SZTXP001 stream of an archive's runs to stdout", "szrank.archive:export_command"),
+    Command("obj", "write a run's best configuration (or any event's result) as a Wavefront OBJ",
+            "szrank.obj:obj_command"),
     Command("demo", "run the end-to-end demo on the embedded default data", "szrank.demo:demo_command"),
 )
 
