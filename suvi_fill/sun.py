@@ -33,7 +33,7 @@ __all__ = ['RESPONSE_LINES', 'QUIET_RADIANCE', 'QUIET_DEM', 'LIMB_THICKNESS', 'O
            'FINE_PHASE_DEG', 'COMPONENTS', 'POINTING_BIAS_ARCSEC', 'POINTING_DIURNAL_ARCSEC', 'POINTING_JITTER_ARCSEC',
            'ROLL_BIAS_DEG', 'ROLL_DIURNAL_DEG', 'GAIN_SIGMA', 'OFFSET_FRACTION', 'DEFAULT_START', 'DEFAULT_RESOLUTION',
            'TRUTH_NAME', 'OUTAGES_NAME', 'band_response', 'dem_weights', 'relative_brightness', 'OutageRates',
-           'eclipse_window', 'outage_plan', 'Geometry', 'dem_radiance', 'region_loops', 'dipole_line', 'local_frame',
+           'eclipse_window', 'outage_plan', 'Geometry', 'dem_radiance', 'dipole_line', 'region_loops', 'local_frame',
            'loop_points', 'splat', 'bright_points', 'bright_point_sources', 'filaments', 'filament_points',
            'corona_shapes', 'corona_pattern', 'SunScene', 'pixel_mean', 'SunTextures', 'SunSurface', 'draw_filaments',
            'SunModel', 'Instrument', 'archive_path', 'synthesize', 'synth_command']
@@ -405,23 +405,6 @@ def dem_radiance(logt, width: float) -> np.ndarray:
     return _QUIET * _CORONAL_SHARE * (dem @ _RESPONSE) / _QUIET_WEIGHTS
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 32
-def region_loops(seed: int, index: int, region: dict) -> dict:
-    """The field lines of active region `index` (deterministic in `seed` and `index`): per loop its
-    dipole line L, footpoint offset across the axis, shear, temperature, emission, pulse and the
-    region strength at which it has emerged.  Arrays of `LOOPS_PER_REGION`."""
-    rng = np.random.default_rng([int(seed), int(index), 0x100F])
-    n, size = LOOPS_PER_REGION, region["size"]
-    depth = DIPOLE_DEPTH * size
-    reach = rng.uniform(0.0, 1.0, n)                      # 0: innermost, 1: outermost line
-    lines = depth * np.exp(math.log(1.3) + reach * math.log(12.0))
-    hot = np.clip(1 - reach + rng.normal(0, 0.15, n), 0, 1)
-    return dict(
-        depth=depth, lines=lines, across=rng.normal(0, 0.5, n) * size, shear=rng.normal(0, 0.25, n),
-        logt=LOOP_LOGT[1] + (LOOP_LOGT[0] - LOOP_LOGT[1]) * hot,
-        em=np.exp(rng.uniform(*np.log(LOOP_EM), n)), period=rng.uniform(*LOOP_PERIOD_MIN, n) / 1440.0,
-        phase=rng.uniform(0, 1, n), emerge=rng.uniform(0, 1, n))
-
-# %% ../nbs/suvi_fill/12_sun.ipynb 33
 def dipole_line(lines, depth, points: int = LOOP_POINTS):
     """Field lines r = L sin²θ of a horizontal dipole at `depth` under the surface, footpoint to
     footpoint: (along, up, step) arrays (n, points) in radii, `step` the arc length per point."""
@@ -433,6 +416,27 @@ def dipole_line(lines, depth, points: int = LOOP_POINTS):
     along, up = r * np.cos(theta), np.maximum(r * np.sin(theta) - depth, 0.0)
     step = np.hypot(np.gradient(along, axis=1), np.gradient(up, axis=1))
     return along, up, step
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 34
+def region_loops(seed: int, index: int, region: dict) -> dict:
+    """The field lines of active region `index` (deterministic in `seed` and `index`): per loop its
+    dipole line L, footpoint offset across the axis, shear, temperature, emission, pulse and the
+    region strength at which it has emerged.  Arrays of `LOOPS_PER_REGION`."""
+    rng = np.random.default_rng([int(seed), int(index), 0x100F])
+    n, size = LOOPS_PER_REGION, region["size"]
+    depth = DIPOLE_DEPTH * size
+    reach = rng.uniform(0.0, 1.0, n)                      # 0: innermost, 1: outermost line
+    lines = depth * np.exp(math.log(1.3) + reach * math.log(12.0))
+    hot = np.clip(1 - reach + rng.normal(0, 0.15, n), 0, 1)
+    loops = dict(
+        depth=depth, lines=lines, across=rng.normal(0, 0.5, n) * size, shear=rng.normal(0, 0.25, n),
+        logt=LOOP_LOGT[1] + (LOOP_LOGT[0] - LOOP_LOGT[1]) * hot,
+        em=np.exp(rng.uniform(*np.log(LOOP_EM), n)), period=rng.uniform(*LOOP_PERIOD_MIN, n) / 1440.0,
+        phase=rng.uniform(0, 1, n), emerge=rng.uniform(0, 1, n))
+    # What does not change with time, traced once: the lines' shapes and each loop's band radiances.
+    loops["along"], loops["up"], loops["step"] = dipole_line(lines, depth)
+    loops["radiance"] = dem_radiance(loops["logt"], LOOP_DEM_WIDTH)
+    return loops
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 35
 def local_frame(lat, lon, b0):
@@ -451,7 +455,7 @@ def loop_points(loops: dict, lat: float, lon: float, tilt: float, b0: float, str
     shown = loops["emerge"] < strength
     if not shown.any():
         return np.zeros((3, 0)), np.zeros((0, 6))
-    along, up, step = dipole_line(loops["lines"][shown], loops["depth"])
+    along, up, step = loops["along"][shown], loops["up"][shown], loops["step"][shown]
     angle = tilt + loops["shear"][shown][:, None]
     normal, east, north = local_frame(math.radians(lat), math.radians(lon), b0)
     axis = np.cos(angle)[None] * east[:, None, None] + np.sin(angle)[None] * north[:, None, None]
@@ -460,7 +464,7 @@ def loop_points(loops: dict, lat: float, lon: float, tilt: float, b0: float, str
               + across * loops["across"][shown][None, :, None])
     pulse = np.sin(math.pi * (day / loops["period"][shown] + loops["phase"][shown])) ** 4
     em = strength * loops["em"][shown] * (0.15 + 0.85 * pulse)
-    flux = (em[:, None] * dem_radiance(loops["logt"][shown], LOOP_DEM_WIDTH))[:, None, :] \
+    flux = (em[:, None] * loops["radiance"][shown])[:, None, :] \
         * (LOOP_WIDTH * step)[:, :, None]
     return points.reshape(3, -1), flux.reshape(-1, 6)
 
@@ -825,8 +829,12 @@ class SunModel(SunSurface):
             draw_filaments(image, self.filaments, geometry, radius_px, b0, day)
         if "corona" in components:
             self._draw_corona(image, x, y, rho, radius_px, day)
+        self._pending = []                                       # the regions' loops, splatted together
         for index, region in enumerate(self.regions):
             self._draw_region(image, index, region, components, geometry, radius_px, b0, day, x, y, rho2)
+        if self._pending:
+            splat(image, np.concatenate([p for p, _ in self._pending], axis=1),
+                  np.concatenate([f for _, f in self._pending]), geometry, radius_px)
         if psf:
             # The PSF in output pixels: the native PSF shrunk by the binning.  The pixel box is in the
             # drawing already (radial profiles averaged over the pixel, smoothed textures, bilinear splats).
@@ -855,12 +863,11 @@ class SunModel(SunSurface):
                                               ((0, 0), 0.0, 0.8 * s, plage)):
                 self._blob(image, geometry, scale, b0, lat + math.degrees(ddeg[1]),
                            lon + math.degrees(ddeg[0]), height, sigma, amps, x, y, rho2)
-        if "loops" in components:
+        if "loops" in components and math.cos(math.radians(lon)) * math.cos(math.radians(lat)) > -0.3:
             loops = self._loops.get(index)
             if loops is None or loops[0] is not region:
                 loops = self._loops[index] = (region, region_loops(self.seed, index, region))
-            points, flux = loop_points(loops[1], lat, lon, region["tilt"], b0, strength, day)
-            splat(image, points, flux, geometry, scale)
+            self._pending.append(loop_points(loops[1], lat, lon, region["tilt"], b0, strength, day))
         if "flares" in components:
             for flare in self.flares:
                 if flare["region"] != index:
