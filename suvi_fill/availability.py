@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import io
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -113,7 +115,7 @@ class Availability:
                                             "patterns", "pattern_counts")}
         except FileNotFoundError:
             raise MissingData(f"{path}: no availability model (run suvi-fill profile --shards DIR)") from None
-        except (KeyError, OSError, EOFError, ValueError) as exc:
+        except (KeyError, OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as exc:   # truncated: BadZipFile
             raise InvalidData(f"{path}: not an availability model ({' '.join(str(exc).split())[:120]}); "
                              "re-run suvi-fill profile") from None
         if int(arrays["format"]) != FORMAT:
@@ -151,7 +153,7 @@ class Availability:
                 "whole_frame_lost": {s: float((~self.present[:, i].any(axis=1)).mean())
                                      for i, s in enumerate(self.satellites)}}
 
-# %% ../nbs/suvi_fill/23_availability.ipynb 11
+# %% ../nbs/suvi_fill/23_availability.ipynb 12
 def profile(directory) -> Availability:
     "Profile the corpus in `directory` and write `directory/availability.npz`."
     directory = Path(directory)
@@ -168,7 +170,7 @@ def profile(directory) -> Availability:
     model.save(directory / AVAILABILITY)
     return model
 
-# %% ../nbs/suvi_fill/23_availability.ipynb 12
+# %% ../nbs/suvi_fill/23_availability.ipynb 13
 def profile_command(parser):
     "`suvi-fill profile --shards DIR`: write DIR/availability.npz."
     parser.add_argument("--shards", required=True, type=Path, help="corpus directory (suvi-fill build --out)")

@@ -21,12 +21,15 @@ from astropy.io.fits.verify import VerifyWarning
 from suvi_fill.paths import (SATELLITES, SLOT_SECONDS, WAVELENGTHS, as_datetime, format_stamp, parse_stamp,
                              slot_of, solar_b0, solar_radius_arcsec, sun_distance_m, time_of)
 from suvi_fill.coding import SATURATION
+from suvi_fill.errors import InvalidData
 from suvi_fill.files import atomic_write
 
 # %% auto 0
-__all__ = ['L2_VERSION', 'L2_NAME', 'REQUIRED_KEYS', 'HEADER_CARDS', 'DEFAULT_SAT_THR', 'SENTINEL_VALUE', 'L2Name', 'l2_name',
-           'parse_l2_name', 'L2FormatError', 'L2Header', 'parse_l2_header', 'read_l2', 'l2_header_values', 'card_image',
-           'encode_l2', 'write_l2', 'sentinel_fraction', 'world_from_pixel', 'pixel_from_world']
+__all__ = ['L2_VERSION', 'L2_NAME', 'REQUIRED_KEYS', 'MIN_SIDE', 'MAX_ASPECT', 'PLATE_SCALE_TOLERANCE', 'MAX_FOV_ARCSEC',
+           'RADIUS_RANGE_ARCSEC', 'HEADER_CARDS', 'DEFAULT_SAT_THR', 'SENTINEL_VALUE', 'L2Name', 'l2_name',
+           'parse_l2_name', 'L2FormatError', 'L2Header', 'parse_l2_header', 'check_geometry', 'read_l2',
+           'l2_header_values', 'card_image', 'encode_l2', 'write_l2', 'sentinel_fraction', 'world_from_pixel',
+           'pixel_from_world']
 
 # %% ../nbs/suvi_fill/13_fits.ipynb 4
 #: Version string the synthetic archive writes (the real operational one).
@@ -76,7 +79,7 @@ def parse_l2_name(name) -> L2Name:
     return L2Name(band, satellite, start, end, match["version"])
 
 # %% ../nbs/suvi_fill/13_fits.ipynb 10
-class L2FormatError(ValueError):
+class L2FormatError(InvalidData):
     "A file that is not a usable SUVI L2 composite; the message names the file and the key."
 
 # %% ../nbs/suvi_fill/13_fits.ipynb 11
@@ -233,8 +236,43 @@ def parse_l2_header(header, path="<header>", shape=None) -> L2Header:
         version=named.version, defaulted=tuple(defaulted))
 
 # %% ../nbs/suvi_fill/13_fits.ipynb 16
+#: Smallest side of a usable image (the corpus's smallest resolution).
+MIN_SIDE = 8
+#: SUVI composites are square; a crop up to this ratio of its sides is still placed (tests use 48 x 64).
+MAX_ASPECT = 2.0
+#: CDELT1 and CDELT2 agree to this share: SUVI's pixels are square.
+PLATE_SCALE_TOLERANCE = 0.01
+#: Largest field of view accepted, arcsec: four times the composites' 1280 px at 2.5 arcsec.
+MAX_FOV_ARCSEC = 4 * 3200.0
+#: The apparent solar radius from 0.98 to 1.02 AU is 941-980 arcsec; this range has margin for both.
+RADIUS_RANGE_ARCSEC = (900.0, 1020.0)
+
+
+def check_geometry(header: L2Header) -> L2Header:
+    "`header` when its image can be a SUVI frame (see above); `L2FormatError` naming the file and the key otherwise."
+    where, (rows, cols) = Path(header.path).name, header.shape
+    if min(rows, cols) < MIN_SIDE or max(rows, cols) > MAX_ASPECT * min(rows, cols):
+        raise L2FormatError(f"{where}: NAXIS1 x NAXIS2 = {cols} x {rows} is not a SUVI frame (square or nearly, "
+                            f"at least {MIN_SIDE} px a side)")
+    if abs(header.cdelt1 - header.cdelt2) > PLATE_SCALE_TOLERANCE * max(header.cdelt1, header.cdelt2):
+        raise L2FormatError(f"{where}: CDELT1 = {header.cdelt1:g} and CDELT2 = {header.cdelt2:g} differ: "
+                            "SUVI pixels are square")
+    radius, fov = header.radius_arcsec, min(cols, rows) * header.cdelt1
+    if not RADIUS_RANGE_ARCSEC[0] <= radius <= RADIUS_RANGE_ARCSEC[1]:
+        raise L2FormatError(f"{where}: DSUN_OBS = {header.dsun_obs:g} m puts the solar radius at {radius:g} arcsec, "
+                            f"outside {RADIUS_RANGE_ARCSEC}")
+    if not 2 * radius <= fov <= MAX_FOV_ARCSEC:
+        raise L2FormatError(f"{where}: CDELT1 = {header.cdelt1:g} arcsec over {min(cols, rows)} px is a {fov:g} arcsec field "
+                            f"of view: it must hold the {2 * radius:.0f} arcsec disk and be at most {MAX_FOV_ARCSEC:g}")
+    for key, value, side in (("CRPIX1", header.crpix1, cols), ("CRPIX2", header.crpix2, rows)):
+        if not 0.5 <= value <= side + 0.5:
+            raise L2FormatError(f"{where}: {key} = {value:g} puts the disk centre outside the {side} px image")
+    return header
+
+# %% ../nbs/suvi_fill/13_fits.ipynb 19
 def read_l2(path) -> tuple:
-    "Read a SUVI L2 composite: `(radiance float32 (rows, cols), L2Header)`; `L2FormatError` if unusable."
+    """Read a SUVI L2 composite: `(radiance float32 (rows, cols), L2Header)`; `L2FormatError` (naming the
+    file and the key) if unreadable, or if its geometry cannot be a SUVI frame (`check_geometry`)."""
     path = Path(path)
     try:
         with _fits.open(path, memmap=False, lazy_load_hdus=False) as hdus:
@@ -251,9 +289,9 @@ def read_l2(path) -> tuple:
         raise
     except (OSError, ValueError, TypeError, IndexError, KeyError) as exc:
         raise L2FormatError(f"{path.name}: unreadable FITS ({' '.join(str(exc).split()) or type(exc).__name__})") from None
-    return data, parse_l2_header(header, path, data.shape)
+    return data, check_geometry(parse_l2_header(header, path, data.shape))
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 18
+# %% ../nbs/suvi_fill/13_fits.ipynb 21
 #: Header cards in the order and with the comments of the real L2 files.
 HEADER_CARDS = (
     ("EMPTY", "file is empty (not a valid data product)"),
@@ -308,11 +346,11 @@ HEADER_CARDS = (
 #: The saturation radiance the real 195 Å header states (SAT_THR), used when none is given.
 DEFAULT_SAT_THR = SATURATION
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 19
+# %% ../nbs/suvi_fill/13_fits.ipynb 22
 def _iso(value) -> str:
     return as_datetime(value).replace(tzinfo=None).isoformat(timespec="milliseconds")
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 20
+# %% ../nbs/suvi_fill/13_fits.ipynb 23
 def l2_header_values(band: int, satellite: int, when, shape, *, crpix1=None, crpix2=None, cdelt=2.5,
                      crota=0.0, exptime=1.0, dsun_obs=None, empty=False, degraded=False, eclipse=False,
                      **extra) -> dict:
@@ -348,7 +386,7 @@ def l2_header_values(band: int, satellite: int, when, shape, *, crpix1=None, crp
     values.update({key.upper(): value for key, value in extra.items()})
     return values
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 21
+# %% ../nbs/suvi_fill/13_fits.ipynb 24
 _COMMENTS = dict(HEADER_CARDS)
 _ORDER = {key: i for i, (key, _) in enumerate(HEADER_CARDS)}
 
@@ -368,7 +406,7 @@ def _structural_cards(rows: int, cols: int, dtype_str: str) -> str:
     text = header.tostring()
     return "".join(text[i:i + 80] for i in range(0, len(text), 80) if not text[i:i + 80].startswith("END     "))
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 22
+# %% ../nbs/suvi_fill/13_fits.ipynb 25
 def card_image(key: str, value, comment: str = "") -> str:
     """The 80-column card (or cards) of `key = value / comment`, byte-identical to `astropy.io.fits.Card(...).image`.
 
@@ -383,7 +421,7 @@ def card_image(key: str, value, comment: str = "") -> str:
         raise ValueError(f"header key {key}: {value} cannot be written to FITS")
     return _card_image(key, type(value), value, comment)
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 23
+# %% ../nbs/suvi_fill/13_fits.ipynb 26
 @functools.lru_cache(maxsize=16_384)
 def _card_image(key: str, kind: type, value, comment: str) -> str:
     "`card_image`, memoised: most cards of an archive's files repeat (`kind` keeps True apart from 1)."
@@ -396,7 +434,7 @@ def _card_image(key: str, kind: type, value, comment: str) -> str:
         text += f" / {comment}"
     return f"{text[:80]:<80}"
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 24
+# %% ../nbs/suvi_fill/13_fits.ipynb 27
 def encode_l2(radiance, header_values: dict, dtype=np.float32) -> bytes:
     """The bytes of a one-HDU SUVI L2 FITS file holding `radiance` (rows, cols) with `header_values`.
 
@@ -418,7 +456,7 @@ def encode_l2(radiance, header_values: dict, dtype=np.float32) -> bytes:
     payload = data.tobytes()
     return text.encode("ascii") + payload + b"\0" * (-len(payload) % 2880)
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 25
+# %% ../nbs/suvi_fill/13_fits.ipynb 28
 def write_l2(path, radiance, header_values: dict, durable: bool = True, dtype=np.float32) -> Path:
     """Write one SUVI L2 composite to `path` atomically (temporary name, rename).
 
@@ -430,7 +468,7 @@ def write_l2(path, radiance, header_values: dict, durable: bool = True, dtype=np
     atomic_write(path, payload, durable=durable)
     return path
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 28
+# %% ../nbs/suvi_fill/13_fits.ipynb 31
 #: Fill value of the unreadable frames the archive holds (file present, data meaningless).
 SENTINEL_VALUE = -999.0
 
@@ -440,7 +478,7 @@ def sentinel_fraction(data, value: float = SENTINEL_VALUE) -> float:
     data = np.asarray(data)
     return float(np.count_nonzero(data == np.float32(value))) / max(data.size, 1)
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 31
+# %% ../nbs/suvi_fill/13_fits.ipynb 34
 def world_from_pixel(header, row, col) -> tuple:
     "Helioprojective offsets (Tx, Ty) in arcsec of 0-based array pixel(s) `(row, col)`."
     dx = np.asarray(col, dtype=np.float64) + 1.0 - header.crpix1

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 import math
+import os
+import shutil
 import time
 from pathlib import Path
 
@@ -16,11 +19,13 @@ import numpy as np
 
 from suvi_fill import coding, dataset, fits, paths, segments
 from suvi_fill.errors import MissingData, OptionError
-from suvi_fill.files import atomic_write_json
+from suvi_fill.files import atomic_write_json, fsync_directory
+from suvi_fill.lock import directory_lock, remove_leftovers
 
 # %% auto 0
 __all__ = ['NONFINITE_MAX_FRACTION', 'SENTINEL_FRACTION', 'SATURATED_MAX_FRACTION', 'MAX_DEFAULT_RESOLUTION', 'REPORT',
-           'FITS_SUFFIXES', 'vet', 'place', 'find_sources', 'build', 'build_command']
+           'FITS_SUFFIXES', 'STAGING', 'READY', 'vet', 'place', 'find_sources', 'named_os_error', 'build',
+           'build_command']
 
 # %% ../nbs/suvi_fill/21_ingest.ipynb 4
 #: More non-finite pixels than this share rejects a frame (fewer are zeroed).
@@ -111,40 +116,110 @@ def _group_sources(files, report) -> dict:
     return groups
 
 
+def _write_shard(path, day, satellite, resolution, members, report, bar) -> None:
+    """The shard of (`day`, `satellite`) from its source files `members` [(slot, band, path)], at
+    `path`; an `OSError` the system raised without a file name (a full disk) is raised naming `path`."""
+    writer = None
+    try:
+        writer = dataset.ShardWriter(path, day, satellite, resolution)
+        for slot, band, source in sorted(members, key=lambda g: (g[0], g[1])):
+            _ingest_one(writer, slot, band, source, resolution, report)
+            bar.update(1)
+        report["reasons"]["duplicate"] += writer.duplicates
+        writer.commit()
+    except BaseException as exc:
+        if writer is not None:
+            writer.abort()
+        if isinstance(exc, OSError):
+            raise named_os_error(exc, path) from None
+        raise
+
+
 def _write_shards(out, groups, days, satellites, resolution, report, progress) -> list:
     """One shard per (day, satellite) of `days` x `satellites` into `out` (a day without files gets
-    an all-MISSING shard); other `*.shard` files there are removed.  Returns the names written."""
+    an all-MISSING shard).  Returns the names written."""
     from tqdm.auto import tqdm
     written = []
     bar = tqdm(total=sum(len(v) for v in groups.values()), desc="ingest", unit="file", disable=not progress)
     for day in days:
         for satellite in satellites:
             name = dataset.shard_name(day, satellite)
-            writer = dataset.ShardWriter(out / name, day, satellite, resolution)
-            try:
-                for slot, band, path in sorted(groups.get((day, satellite), []), key=lambda g: (g[0], g[1])):
-                    _ingest_one(writer, slot, band, path, resolution, report)
-                    bar.update(1)
-                report["reasons"]["duplicate"] += writer.duplicates
-                writer.commit()
-            except BaseException:
-                writer.abort()
-                raise
+            _write_shard(out / name, day, satellite, resolution, groups.get((day, satellite), []), report, bar)
             written.append(name)
     bar.close()
-    for stale in out.glob("*" + dataset.SHARD_SUFFIX):
-        if stale.name not in written:
-            stale.unlink()
     return written
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 14
+# %% ../nbs/suvi_fill/21_ingest.ipynb 13
+#: Where a build writes its shards, manifest and report, inside the corpus directory (same file system).
+STAGING = ".build"
+#: `STAGING` renamed once everything is written: from then on the build is whole and only has to be switched in.
+READY = ".build.ready"
+
+
+def named_os_error(exc: OSError, path) -> OSError:
+    "`exc`, or when the system named no file (a write on a full disk) an `OSError` of the same errno naming `path`."
+    if exc.filename is not None:
+        return exc
+    return OSError(exc.errno, f"{exc.strerror or exc} while writing {path}; the previous corpus is unchanged")
+
+# %% ../nbs/suvi_fill/21_ingest.ipynb 15
+def _switch(out: Path, ready: Path) -> None:
+    """Move the whole build in `ready` over the corpus in `out`: shards and report, then the manifest,
+    then remove the shards it does not list and `ready`.  Repeatable after a kill at any step."""
+    listed = set(json.loads((ready / segments.MANIFEST).read_text())["shards"])
+    for name in sorted(listed) + [REPORT]:
+        if (ready / name).exists():
+            os.replace(ready / name, out / name)
+    fsync_directory(out)
+    os.replace(ready / segments.MANIFEST, out / segments.MANIFEST)
+    fsync_directory(out)
+    for stale in out.glob("*" + dataset.SHARD_SUFFIX):
+        if stale.name not in listed:
+            stale.unlink()
+    shutil.rmtree(ready)
+
+
+def _recover(out: Path, log=print) -> None:
+    "Finish the switch of a build killed after it was whole; remove one killed while staging."
+    if (out / READY / segments.MANIFEST).exists():
+        log(f"{out}: finishing the switch of a build that was interrupted after all its files were written")
+        _switch(out, out / READY)
+    for partial in (out / STAGING, out / READY):
+        if partial.exists():
+            shutil.rmtree(partial)
+            log(f"{out}: removed {partial.name}, the unfinished build of an interrupted run")
+
+# %% ../nbs/suvi_fill/21_ingest.ipynb 16
+def _stage(staging: Path, groups, days, satellites, resolution, report, progress, span_min, split_stretch) -> None:
+    "Write the whole build into `staging`: the shards, then the report, then the manifest."
+    staging.mkdir(parents=True)
+    written = _write_shards(staging, groups, days, satellites, resolution, report, progress)
+    report.update({"resolution": resolution, "days": days, "satellites": satellites, "shards": len(written)})
+    shards = segments.open_shards(staging, written)
+    try:
+        manifest = segments.make_manifest(shards, span_min, stretch=split_stretch)
+    finally:
+        segments.close_shards(shards)
+    manifest["build"] = {"source": report["source"], "files": report["files"], "unreadable": len(report["unreadable"])}
+    report["manifest_digest"] = manifest["digest"]
+    report["segments"] = {k: len(v) for k, v in manifest["segments"].items()}
+    for name, record in ((REPORT, report), (segments.MANIFEST, manifest)):
+        try:
+            atomic_write_json(staging / name, record)
+        except OSError as exc:
+            raise named_os_error(exc, staging / name) from None
+
+# %% ../nbs/suvi_fill/21_ingest.ipynb 18
 def build(source, out, resolution=None, progress: bool = True, span_min: int = segments.SPAN_MIN,
-          split_stretch: int = 0) -> dict:
+          split_stretch: int = 0, log=print) -> dict:
     """Ingest every SUVI L2 file under `source` into shards and a manifest in `out`; returns the build report.
 
     `split_stretch` (slots): the splits take whole stretches at least this long
-    (`segments.assign_splits`); 0 assigns the time blocks as they are.  Raises `OptionError`
-    for an unusable `source` or `resolution`, `MissingData` when there is no SUVI L2 file."""
+    (`segments.assign_splits`); 0 assigns the time blocks as they are.  Holds `out`'s lock, and
+    replaces a previous corpus there only once the new one is whole (see above); `log` says
+    what was cleaned up.  Raises `OptionError` for an unusable `source` or `resolution`,
+    `MissingData` when there is no SUVI L2 file, `DirectoryBusy` when another writer holds `out`,
+    `OSError` naming the file when a write fails."""
     started = time.perf_counter()
     out = Path(out)
     files = find_sources(source)
@@ -160,25 +235,23 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
     first, last = min(d for d, _ in groups), max(d for d, _ in groups)
     days = paths.days_from(first, (paths.as_day(last) - paths.as_day(first)).days + 1)
     satellites = sorted({s for _, s in groups})
-    out.mkdir(parents=True, exist_ok=True)
-    # A corpus directory holds a manifest only while its shards are those of one
-    # completed build: the old one goes before the first shard is replaced, the new
-    # one is written (atomically) after the last.
-    (out / segments.MANIFEST).unlink(missing_ok=True)
-    written = _write_shards(out, groups, days, satellites, resolution, report, progress)
-    elapsed = time.perf_counter() - started
-    report.update({"resolution": resolution, "days": days, "satellites": satellites, "shards": len(written),
-                   "clean_frames": report["reasons"]["clean"], "seconds": round(elapsed, 3),
-                   "files_per_second": round(len(files) / elapsed, 2) if elapsed > 0 else None})
-    manifest = segments.write_manifest(out, span_min=span_min, names=written, stretch=split_stretch,
-                                       build={"source": str(source), "files": len(files),
-                                              "unreadable": len(report["unreadable"])})
-    report["manifest_digest"] = manifest["digest"]
-    report["segments"] = {k: len(v) for k, v in manifest["segments"].items()}
-    atomic_write_json(out / REPORT, report)
+    with directory_lock(out, log=log):
+        remove_leftovers(out, log=log)
+        _recover(out, log)
+        try:
+            _stage(out / STAGING, groups, days, satellites, resolution, report, progress, span_min, split_stretch)
+            os.replace(out / STAGING, out / READY)
+        except BaseException:
+            shutil.rmtree(out / STAGING, ignore_errors=True)
+            raise
+        _switch(out, out / READY)
+        elapsed = time.perf_counter() - started
+        report.update({"clean_frames": report["reasons"]["clean"], "seconds": round(elapsed, 3),
+                       "files_per_second": round(len(files) / elapsed, 2) if elapsed > 0 else None})
+        atomic_write_json(out / REPORT, report)
     return report
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 15
+# %% ../nbs/suvi_fill/21_ingest.ipynb 19
 def _source_resolution(groups) -> int:
     for members in groups.values():
         for _, _, path in members:
@@ -189,7 +262,19 @@ def _source_resolution(groups) -> int:
             return min(MAX_DEFAULT_RESOLUTION, int(header.shape[1]))
     raise MissingData("no readable SUVI L2 file to take the corpus resolution from; give --resolution")
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 16
+# %% ../nbs/suvi_fill/21_ingest.ipynb 20
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _quarantine(writer, slot, b, path, reason: str, report) -> None:
+    "Mark (`slot`, band `b`) UNREADABLE and list `path` with `reason` in the report."
+    reason = reason[len(path.name) + 2:] if reason.startswith(path.name + ": ") else reason
+    report["unreadable"].append({"file": path.name, "reason": reason})
+    report["reasons"]["unreadable"] += 1
+    writer.mark(slot, b, dataset.UNREADABLE)
+
+# %% ../nbs/suvi_fill/21_ingest.ipynb 21
 def _ingest_one(writer, slot, band, path, resolution, report) -> None:
     b = paths.BAND_INDEX[band]
     try:
@@ -198,11 +283,7 @@ def _ingest_one(writer, slot, band, path, resolution, report) -> None:
             raise fits.L2FormatError(f"{path.name}: DATE-OBS {header.time:%Y-%m-%dT%H:%M:%S} is not in the "
                                      f"slot of the file name ({paths.time_of(slot):%H:%M})")
     except (ValueError, OSError, MemoryError) as exc:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        reason = reason[len(path.name) + 2:] if reason.startswith(path.name + ": ") else reason
-        report["unreadable"].append({"file": path.name, "reason": reason})
-        report["reasons"]["unreadable"] += 1
-        writer.mark(slot, b, dataset.UNREADABLE)
+        _quarantine(writer, slot, b, path, _one_line(exc), report)
         return
     for key in header.defaulted:
         report["defaulted_keys"][key] = report["defaulted_keys"].get(key, 0) + 1
@@ -211,7 +292,11 @@ def _ingest_one(writer, slot, band, path, resolution, report) -> None:
         if not np.isfinite(data).all():
             data = np.nan_to_num(data, nan=0.0, posinf=0.0, neginf=0.0)
         report["degraded"] += int(header.degraded)
-        placed = place(data, header, resolution)
+        try:
+            placed = place(data, header, resolution)
+        except (cv2.error, ValueError) as exc:     # geometry `fits.check_geometry` let through
+            _quarantine(writer, slot, b, path, f"cannot be placed on the corpus grid ({_one_line(exc)[:120]})", report)
+            return
         radius = header.radius_arcsec / dataset.plate_scale(resolution)
         if not writer.add(slot, b, coding.encode(placed), time=paths.unix_seconds(header.time),
                           b0=header.b0, radius=radius):
@@ -220,7 +305,7 @@ def _ingest_one(writer, slot, band, path, resolution, report) -> None:
         writer.mark(slot, b, code)
     report["reasons"][dataset.QUALITY_NAMES[code]] += 1
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 18
+# %% ../nbs/suvi_fill/21_ingest.ipynb 23
 def build_command(parser):
     "`suvi-fill build --source DIR --out SHARDS [--resolution PX]`."
     parser.add_argument("--source", required=True, type=Path, help="directory of SUVI L2 FITS files (searched recursively)")

@@ -108,7 +108,7 @@ def test_roll_convention_round_trip():
 
 
 def test_missing_defaults_are_listed(tmp_path):
-    values = l2.l2_header_values(94, 18, "2022-08-01T12:00:30", (8, 8))
+    values = l2.l2_header_values(94, 18, "2022-08-01T12:00:30", (8, 8), cdelt=400.0)   # the disk fits: a SUVI frame
     for key in ("CROTA", "HGLT_OBS", "EXPTIME", "EMPTY"):
         del values[key]
     path = l2.write_l2(tmp_path / values["FILENAME"], np.ones((8, 8)), values)

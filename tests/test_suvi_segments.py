@@ -116,7 +116,7 @@ def test_calibration_recovers_the_simulators_gains_within_one_percent(tmp_path):
         assert fit["offset"] == pytest.approx(true_offset, abs=0.002 * sun.QUIET_RADIANCE[wavelength] + 1e-4)
 
 
-def test_a_changed_shard_is_caught_and_an_interrupted_build_leaves_no_manifest(corpus, tmp_path, monkeypatch):
+def test_a_changed_shard_is_caught_and_an_interrupted_build_keeps_the_old_manifest(corpus, tmp_path, monkeypatch):
     out = tmp_path / "out"
     shutil.copytree(corpus / "out", out)
     name = dataset.shard_name(DAY, 18)
@@ -125,13 +125,14 @@ def test_a_changed_shard_is_caught_and_an_interrupted_build_leaves_no_manifest(c
     with pytest.raises(ValueError, match="changed since the manifest"):
         segments.corpus_shards(out)
     # An interrupted rebuild (Ctrl-C while ingesting): the build stops, the old manifest
-    # is gone, and no temporary shard is left behind.
+    # stays as it was (issue 19: the old corpus stays usable), and nothing staged is left behind.
+    before = (out / segments.MANIFEST).read_bytes()
     def interrupted(*args):
         raise KeyboardInterrupt
     monkeypatch.setattr(ingest, "_ingest_one", interrupted)
     with pytest.raises(KeyboardInterrupt):
         ingest.build(corpus / "src", out, resolution=32, progress=False)
-    assert not (out / segments.MANIFEST).exists()
+    assert (out / segments.MANIFEST).read_bytes() == before
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
 
 
