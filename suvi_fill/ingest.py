@@ -189,7 +189,7 @@ def _recover(out: Path, log=print) -> None:
             shutil.rmtree(partial)
             log(f"{out}: removed {partial.name}, the unfinished build of an interrupted run")
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 16
+# %% ../nbs/suvi_fill/21_ingest.ipynb 17
 def _stage(staging: Path, groups, days, satellites, resolution, report, progress, span_min, split_stretch) -> None:
     "Write the whole build into `staging`: the shards, then the report, then the manifest."
     staging.mkdir(parents=True)
@@ -209,7 +209,7 @@ def _stage(staging: Path, groups, days, satellites, resolution, report, progress
         except OSError as exc:
             raise named_os_error(exc, staging / name) from None
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 18
+# %% ../nbs/suvi_fill/21_ingest.ipynb 19
 def build(source, out, resolution=None, progress: bool = True, span_min: int = segments.SPAN_MIN,
           split_stretch: int = 0, log=print) -> dict:
     """Ingest every SUVI L2 file under `source` into shards and a manifest in `out`; returns the build report.
@@ -251,7 +251,7 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
         atomic_write_json(out / REPORT, report)
     return report
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 19
+# %% ../nbs/suvi_fill/21_ingest.ipynb 20
 def _source_resolution(groups) -> int:
     for members in groups.values():
         for _, _, path in members:
@@ -262,7 +262,7 @@ def _source_resolution(groups) -> int:
             return min(MAX_DEFAULT_RESOLUTION, int(header.shape[1]))
     raise MissingData("no readable SUVI L2 file to take the corpus resolution from; give --resolution")
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 20
+# %% ../nbs/suvi_fill/21_ingest.ipynb 21
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -274,7 +274,7 @@ def _quarantine(writer, slot, b, path, reason: str, report) -> None:
     report["reasons"]["unreadable"] += 1
     writer.mark(slot, b, dataset.UNREADABLE)
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 21
+# %% ../nbs/suvi_fill/21_ingest.ipynb 22
 def _ingest_one(writer, slot, band, path, resolution, report) -> None:
     b = paths.BAND_INDEX[band]
     try:
@@ -305,7 +305,7 @@ def _ingest_one(writer, slot, band, path, resolution, report) -> None:
         writer.mark(slot, b, code)
     report["reasons"][dataset.QUALITY_NAMES[code]] += 1
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 23
+# %% ../nbs/suvi_fill/21_ingest.ipynb 24
 def build_command(parser):
     "`suvi-fill build --source DIR --out SHARDS [--resolution PX]`."
     parser.add_argument("--source", required=True, type=Path, help="directory of SUVI L2 FITS files (searched recursively)")
