@@ -32,7 +32,7 @@ CONF = '''
 from pathlib import Path
 project = "suvi-szrank"
 author = "Research Tooling"
-extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode"]
+extensions = ["myst_nb"]
 root_doc = "index"
 exclude_patterns = ["_build", ".jupyter_cache", "**/.ipynb_checkpoints"]
 html_theme = "sphinx_book_theme"
@@ -43,8 +43,6 @@ nb_execution_timeout = 900
 nb_execution_raise_on_error = False   # report every failing notebook (a warning, an error under -W)
 nb_execution_show_tb = True
 nb_merge_streams = True
-autodoc_default_options = {"members": True, "undoc-members": False}
-autodoc_typehints = "description"
 suppress_warnings = ["mystnb.unknown_mime_type", "myst.header", "misc.highlighting_failure"]
 '''
 
@@ -68,13 +66,34 @@ def stage_notebook(source: Path, target: Path) -> None:
     target.write_text(json.dumps(notebook, indent=1), encoding="utf-8")
 
 
+def api_entry(name: str, value) -> str:
+    "One public name: its signature as a heading, its docstring verbatim (docstrings are prose, not reST)."
+    import inspect
+    try:
+        signature = f"{name}{inspect.signature(value)}" if callable(value) else name
+    except (TypeError, ValueError):
+        signature = name
+    kind = "class" if inspect.isclass(value) else "def" if callable(value) else "value"
+    doc = inspect.getdoc(value) if kind != "value" else None
+    shown = repr(value) if kind == "value" else ""
+    text = f"### `{signature}`\n\n*{kind}*" + (f" `= {shown}`" if kind == "value" and len(shown) <= 80 else "") + "\n"
+    return text + (f"\n```text\n{doc}\n```\n" if doc else "")
+
+
 def api_page(package: str) -> str:
-    "A MyST page listing every module of `package` with autodoc."
-    module = __import__(package)
+    "A MyST page listing every module of `package`: its docstring and each name in its `__all__`."
+    import importlib
+    import inspect
+    module = importlib.import_module(package)
     names = [package] + sorted(m.name for m in pkgutil.walk_packages(module.__path__, f"{package}."))
     parts = [f"# API: `{package}`\n"]
     for name in names:
-        parts.append(f"## `{name}`\n\n```{{eval-rst}}\n.. automodule:: {name}\n```\n")
+        current = importlib.import_module(name)
+        parts.append(f"## `{name}`\n")
+        if inspect.getdoc(current):
+            parts.append(f"```text\n{inspect.getdoc(current)}\n```\n")
+        for public in getattr(current, "__all__", []):
+            parts.append(api_entry(f"{name}.{public}", getattr(current, public)))
     return "\n".join(parts)
 
 
