@@ -26,17 +26,18 @@ __all__ = ['RESPONSE_LINES', 'QUIET_RADIANCE', 'QUIET_DEM', 'LIMB_THICKNESS', 'O
            'SHADOW_RADIUS_KM', 'SCALED_RATES', 'TEXTURE_DEG', 'NETWORK_DEG', 'LANE_WIDTH', 'MAX_TEXTURE_LEVEL',
            'NETWORK_DAYS', 'FINE_SLOPE', 'FINE_OUTER_DEG', 'FINE_HOURS', 'AR_RATE_PER_DAY', 'AR_LIFE_DAYS',
            'FLARE_RATE_PER_DAY', 'AR_HEIGHT', 'CORE_HEIGHT', 'FLARE_HEIGHT', 'LOOPS_PER_REGION', 'LOOP_POINTS',
-           'LOOP_WIDTH', 'DIPOLE_DEPTH', 'LOOP_LOGT', 'LOOP_DEM_WIDTH', 'LOOP_EM', 'LOOP_PERIOD_MIN', 'BRIGHT_POINTS',
-           'BRIGHT_POINT_HOURS', 'BRIGHT_POINT_LOGT', 'BRIGHT_POINT_EM', 'BRIGHT_POINT_AREA', 'FILAMENTS',
-           'FILAMENT_DEG', 'FILAMENT_HEIGHT', 'FILAMENT_GRID', 'FILAMENT_WIDTH', 'FILAMENT_DEPTH', 'PROMINENCE_LEVEL',
-           'STREAMERS', 'STREAMER_LAT', 'STREAMER_WIDTH', 'PLUMES', 'PLUME_SPREAD', 'PLUME_WIDTH', 'PLUME_HOURS',
-           'FINE_PHASE_DEG', 'COMPONENTS', 'POINTING_BIAS_ARCSEC', 'POINTING_DIURNAL_ARCSEC', 'POINTING_JITTER_ARCSEC',
-           'ROLL_BIAS_DEG', 'ROLL_DIURNAL_DEG', 'GAIN_SIGMA', 'OFFSET_FRACTION', 'DEFAULT_START', 'DEFAULT_RESOLUTION',
-           'TRUTH_NAME', 'OUTAGES_NAME', 'band_response', 'dem_weights', 'relative_brightness', 'OutageRates',
-           'eclipse_window', 'outage_plan', 'Geometry', 'dem_radiance', 'dipole_line', 'region_loops', 'local_frame',
-           'loop_points', 'splat', 'bright_points', 'bright_point_sources', 'filaments', 'filament_points',
-           'corona_shapes', 'corona_pattern', 'SunScene', 'pixel_mean', 'SunTextures', 'SunSurface', 'draw_filaments',
-           'SunModel', 'Instrument', 'archive_path', 'synthesize', 'synth_command']
+           'LOOP_POINT_RADIUS_PX', 'LOOP_WIDTH', 'DIPOLE_DEPTH', 'LOOP_LOGT', 'LOOP_DEM_WIDTH', 'LOOP_EM',
+           'LOOP_PERIOD_MIN', 'BRIGHT_POINTS', 'BRIGHT_POINT_HOURS', 'BRIGHT_POINT_LOGT', 'BRIGHT_POINT_EM',
+           'BRIGHT_POINT_AREA', 'FILAMENTS', 'FILAMENT_DEG', 'FILAMENT_HEIGHT', 'FILAMENT_GRID', 'FILAMENT_WIDTH',
+           'FILAMENT_DEPTH', 'PROMINENCE_LEVEL', 'STREAMERS', 'STREAMER_LAT', 'STREAMER_WIDTH', 'PLUMES',
+           'PLUME_SPREAD', 'PLUME_WIDTH', 'PLUME_HOURS', 'FINE_PHASE_DEG', 'COMPONENTS', 'POINTING_BIAS_ARCSEC',
+           'POINTING_DIURNAL_ARCSEC', 'POINTING_JITTER_ARCSEC', 'ROLL_BIAS_DEG', 'ROLL_DIURNAL_DEG', 'GAIN_SIGMA',
+           'OFFSET_FRACTION', 'DEFAULT_START', 'DEFAULT_RESOLUTION', 'TRUTH_NAME', 'OUTAGES_NAME', 'band_response',
+           'dem_weights', 'relative_brightness', 'OutageRates', 'eclipse_window', 'outage_plan', 'Geometry',
+           'loop_stride', 'dem_radiance', 'dipole_line', 'region_loops', 'local_frame', 'loop_points', 'splat',
+           'bright_points', 'bright_point_sources', 'filaments', 'filament_points', 'corona_shapes', 'corona_pattern',
+           'SunScene', 'pixel_mean', 'pixel_means', 'SunTextures', 'SunSurface', 'draw_filaments', 'SunModel',
+           'Instrument', 'archive_path', 'synthesize', 'synth_command']
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 3
 from suvi_fill.fits import SENTINEL_VALUE, l2_header_values, l2_name, write_l2, world_from_pixel
@@ -387,6 +388,17 @@ def _flares(rng, days: float, regions: list) -> list:
 # %% ../nbs/suvi_fill/12_sun.ipynb 30
 #: Loops per active region (field lines traced) and points along each: at 640 px a point per pixel.
 LOOPS_PER_REGION, LOOP_POINTS = 36, 48
+#: Solar radius (pixels) below which loop points are merged: at 640 px (~240 px) every point is about a
+#: pixel apart; at 64 px (~24 px) four merged points are still within about a pixel on most loops.
+LOOP_POINT_RADIUS_PX = 100.0
+
+
+def loop_stride(radius_px: float) -> int:
+    "Points of a traced loop merged into one deposit at a solar radius of `radius_px`: a divisor of `LOOP_POINTS`."
+    most = max(1, int(LOOP_POINT_RADIUS_PX / radius_px))
+    return max(d for d in range(1, most + 1) if LOOP_POINTS % d == 0)
+
+
 #: Loop cross-section, radii (~2 Mm: loops are unresolved threads at SUVI's 2.5").
 LOOP_WIDTH = 0.003
 #: Depth of an active region's dipole under the surface, in units of the region's size.
@@ -449,13 +461,26 @@ def local_frame(lat, lon, b0):
     return normal, east, north
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 37
-def loop_points(loops: dict, lat: float, lon: float, tilt: float, b0: float, strength: float, day: float):
+def _coarse_lines(loops: dict, stride: int) -> tuple:
+    "The loops' (along, up, step) with every `stride` points merged into one at their mean place, arc summed (cached)."
+    key = ("coarse", stride)
+    if key not in loops:
+        n = len(loops["lines"])
+        merge = lambda a, how: how(a.reshape(n, -1, stride), axis=-1)
+        loops[key] = merge(loops["along"], np.mean), merge(loops["up"], np.mean), merge(loops["step"], np.sum)
+    return loops[key]
+
+
+def loop_points(loops: dict, lat: float, lon: float, tilt: float, b0: float, strength: float, day: float,
+                stride: int = 1):
     """Observer-frame points (3, m) of the emerged loops of one region at `day`, and their band
-    flux (m, 6) per point (radiance x cross-section x arc length, radii²)."""
+    flux (m, 6) per point (radiance x cross-section x arc length, radii²).  `stride` (a divisor of
+    `LOOP_POINTS`) merges that many points into one carrying their flux: coarse pixels need fewer."""
     shown = loops["emerge"] < strength
     if not shown.any():
         return np.zeros((3, 0)), np.zeros((0, 6))
-    along, up, step = loops["along"][shown], loops["up"][shown], loops["step"][shown]
+    along, up, step = (a[shown] for a in _coarse_lines(loops, stride)) if stride > 1 else \
+        (loops["along"][shown], loops["up"][shown], loops["step"][shown])
     angle = tilt + loops["shear"][shown][:, None]
     normal, east, north = local_frame(math.radians(lat), math.radians(lon), b0)
     axis = np.cos(angle)[None] * east[:, None, None] + np.sin(angle)[None] * north[:, None, None]
@@ -489,9 +514,10 @@ def splat(image, points, flux, geometry: Geometry, radius_px: float, visible=Non
         index.append((rr * cols + cc)[ok])
         weight.append((w[ok] * radius_px * radius_px)[:, None] * flux[ok])
     index, weight = np.concatenate(index), np.concatenate(weight)
-    for i in range(image.shape[0]):
-        if weight[:, i].any():
-            image[i] += np.bincount(index, weight[:, i], minlength=rows * cols).reshape(rows, cols).astype(np.float32)
+    bands = image.shape[0]
+    # One deposit for every band: band i's pixels are offset by i * rows * cols in a flat index.
+    flat = (index[:, None] + np.arange(bands) * (rows * cols)).ravel()
+    image += np.bincount(flat, weight.ravel(), minlength=bands * rows * cols).reshape(image.shape).astype(np.float32)
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 39
 #: Bright points alive at once on the whole Sun (about half face us), their life (hours), temperature
@@ -589,6 +615,11 @@ def corona_pattern(shapes: dict, pa, day: float):
     base = POLAR_FLOOR + (1 - POLAR_FLOOR) * np.sin(np.radians(pa)) ** 2
     return base + 0.5 * streamers + 0.4 * plumes, 0.3 * base + 1.5 * streamers + 0.8 * plumes
 
+
+#: Ring of position angles a frame evaluates the pattern on (deg): a quarter of the narrowest plume's
+#: 1 deg width, so reading it linearly per pixel is within 1 % of evaluating it there.
+_PATTERN_PA = np.arange(-180.0, 180.0, 0.25)
+
 # %% ../nbs/suvi_fill/12_sun.ipynb 46
 class SunScene:
     "The synthetic Sun of one archive: textures, active regions and flares drawn once from `seed`."
@@ -680,6 +711,32 @@ def _corona_profiles(band: int) -> tuple:
     return _cumulative(near), _cumulative(far)
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 52
+@functools.lru_cache(maxsize=None)
+def _profile_table() -> np.ndarray:
+    "The running integrals stacked (18, len(_RHO)): the disk of each band, then each band's near and far corona."
+    rows = [_disk_profile(b) for b in WAVELENGTHS]
+    for band in WAVELENGTHS:
+        rows.extend(_corona_profiles(band))
+    return np.stack(rows)
+
+
+def _lookup(table, rho) -> np.ndarray:
+    "Linear interpolation of every row of `table` at radii `rho` >= 0 (held at the grid's end beyond it)."
+    f = np.minimum(rho * ((len(_RHO) - 1) / _RHO[-1]), len(_RHO) - 1.0)
+    i = np.minimum(f.astype(np.int64), len(_RHO) - 2)
+    w = f - i
+    return table[:, i] * (1.0 - w) + table[:, i + 1] * w
+
+
+def pixel_means(table, rho, radius_px: float) -> np.ndarray:
+    "`pixel_mean` of every row of `table` (k, len(_RHO)) at `rho` (n,) at once: (k, n) float32."
+    rho = np.asarray(rho, np.float64)
+    half = 0.5 / radius_px
+    low = rho - half
+    below = np.sign(low) * _lookup(table, np.abs(low))
+    return ((_lookup(table, rho + half) - below) / (2 * half)).astype(np.float32)
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 55
 class SunTextures(SunScene):
     "The heliographic textures of the synthetic Sun, sampled at any (lat, lon) and pixel size."
 
@@ -711,7 +768,7 @@ class SunTextures(SunScene):
             self._levels[level] = (np.ascontiguousarray(smooth), TEXTURE_DEG * step, stats)
         return self._levels[level]
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 53
+# %% ../nbs/suvi_fill/12_sun.ipynb 56
 class SunSurface(SunTextures):
     "The quiet-Sun layers of the synthetic Sun and the structure painter regions and flares use."
 
@@ -729,22 +786,25 @@ class SunSurface(SunTextures):
         stats = self._texture_level(level)[2]
         lanes = np.exp(-((math.cos(phase) * net_a + math.sin(phase) * net_b) / LANE_WIDTH) ** 2)
         lanes = (lanes - stats["lane_mean"]) / _LANE_STD
+        limb = pixel_means(_profile_table()[:len(WAVELENGTHS)], rho[on], radius_px)
         for i, band in enumerate(WAVELENGTHS):
             psi = 2 * math.pi * day * 24.0 / (4 * FINE_HOURS) + math.radians(FINE_PHASE_DEG[band])
             c, f = NETWORK_CONTRAST[band], FINE_CONTRAST[band]
             texture = np.exp(c * lanes + f * (math.cos(psi) * fine_a + math.sin(psi) * fine_b)
                              - 0.5 * (c * c * stats["lane_var"] + f * f * stats["fine_var"]))
-            image[i][on] = (QUIET_RADIANCE[band] * pixel_mean(_disk_profile(band), rho[on], radius_px)
+            image[i][on] = (QUIET_RADIANCE[band] * limb[i]
                             * texture * (1 - HOLE_DEPTH[band] * holes))
 
     def _draw_corona(self, image, x, y, rho, radius_px, day) -> None:
         "The off-limb corona: near and far corona with the streamer and plume pattern, pixel-averaged at the limb."
         off = rho > 1.0 - 1.0 / radius_px
-        near, far = corona_pattern(self.corona_shapes, np.degrees(np.arctan2(x[off], y[off])), day)
+        # The pattern depends on position angle alone: evaluated on a fine ring, then read per pixel.
+        ring = corona_pattern(self.corona_shapes, _PATTERN_PA, day)
+        pa = np.degrees(np.arctan2(x[off], y[off]))
+        near, far = (np.interp(pa, _PATTERN_PA, values, period=360.0) for values in ring)
+        profiles = pixel_means(_profile_table()[len(WAVELENGTHS):], rho[off], radius_px)
         for i, band in enumerate(WAVELENGTHS):
-            near_profile, far_profile = _corona_profiles(band)
-            image[i][off] += QUIET_RADIANCE[band] * (pixel_mean(near_profile, rho[off], radius_px) * near
-                                                     + pixel_mean(far_profile, rho[off], radius_px) * far)
+            image[i][off] += QUIET_RADIANCE[band] * (profiles[2 * i] * near + profiles[2 * i + 1] * far)
 
     @staticmethod
     def _blob(image, geometry, scale, b0, lat, lon, height, sigma, amps, x, y, rho2):
@@ -782,7 +842,7 @@ class SunSurface(SunTextures):
             if amp:
                 image[i, r0:r1, c0:c1] += np.float32(amp) * footprint
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 55
+# %% ../nbs/suvi_fill/12_sun.ipynb 58
 def draw_filaments(image, sheets: dict, geometry: Geometry, radius_px: float, b0: float, day: float) -> None:
     "Filaments: absorb what lies under them on the disk; above the limb, prominences glow in 304."
     points, area = filament_points(sheets, day, b0)
@@ -796,12 +856,22 @@ def draw_filaments(image, sheets: dict, geometry: Geometry, radius_px: float, b0
     glow = area[:, None] * np.array([PROMINENCE_LEVEL[b] * QUIET_RADIANCE[b] for b in WAVELENGTHS])[None]
     splat(image, points, glow, geometry, radius_px, visible=beyond)
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 56
+# %% ../nbs/suvi_fill/12_sun.ipynb 59
 #: What `SunModel.render` can draw: the quiet disk (with bright points), filaments and prominences,
 #: the off-limb corona, active regions (diffuse envelope, core and plage), their loops, and flares.
 COMPONENTS = ("disk", "filaments", "corona", "regions", "loops", "flares")
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 57
+# %% ../nbs/suvi_fill/12_sun.ipynb 60
+@functools.lru_cache(maxsize=1024)
+def _brightness_bands(centre: float, width: float) -> tuple:
+    return tuple(relative_brightness(centre, width))
+
+
+def _brightness(centre: float, width: float) -> np.ndarray:
+    "`relative_brightness`, remembered: a region's envelope and core keep their temperature all its life."
+    return np.array(_brightness_bands(centre, width))
+
+
 class SunModel(SunSurface):
     "The synthetic Sun of one archive: `render` gives the true radiance of any frame."
 
@@ -851,8 +921,8 @@ class SunModel(SunSurface):
             return
         lat, lon = region["lat"], self.region_longitude(region, day)
         if "regions" in components:
-            env = strength * region["envelope_em"] * relative_brightness(region["envelope_logt"], 0.15)
-            core = strength * region["core_em"] * relative_brightness(region["core_logt"], 0.18)
+            env = strength * region["envelope_em"] * _brightness(region["envelope_logt"], 0.15)
+            core = strength * region["core_em"] * _brightness(region["core_logt"], 0.18)
             plage = np.zeros(len(WAVELENGTHS))
             plage[WAVELENGTHS.index(304)] = 2.5 * strength * _QUIET[-1]
             s = region["size"]
@@ -867,7 +937,8 @@ class SunModel(SunSurface):
             loops = self._loops.get(index)
             if loops is None or loops[0] is not region:
                 loops = self._loops[index] = (region, region_loops(self.seed, index, region))
-            self._pending.append(loop_points(loops[1], lat, lon, region["tilt"], b0, strength, day))
+            self._pending.append(loop_points(loops[1], lat, lon, region["tilt"], b0, strength, day,
+                                             loop_stride(scale)))
         if "flares" in components:
             for flare in self.flares:
                 if flare["region"] != index:
@@ -877,7 +948,7 @@ class SunModel(SunSurface):
                     self._blob(image, geometry, scale, b0, lat + math.degrees(flare["offset"][1]),
                                lon + math.degrees(flare["offset"][0]), FLARE_HEIGHT, 0.012, amps, x, y, rho2)
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 62
+# %% ../nbs/suvi_fill/12_sun.ipynb 65
 #: Pointing model: bias, diurnal amplitude and jitter of the disk centre (arcsec), and of the roll (deg).
 POINTING_BIAS_ARCSEC, POINTING_DIURNAL_ARCSEC, POINTING_JITTER_ARCSEC = 8.0, 4.0, 0.5
 ROLL_BIAS_DEG, ROLL_DIURNAL_DEG = 0.15, 0.03
@@ -885,7 +956,7 @@ ROLL_BIAS_DEG, ROLL_DIURNAL_DEG = 0.15, 0.03
 GAIN_SIGMA = {16: 0.03, 18: 0.06}
 OFFSET_FRACTION = 0.003
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 63
+# %% ../nbs/suvi_fill/12_sun.ipynb 66
 class Instrument:
     "Calibration and pointing of the SUVIs on `satellites`, drawn from `seed`."
 
@@ -940,7 +1011,7 @@ class Instrument:
                 "offset": dict(zip(bands, (self.offset[b] - self.gain[b] / self.gain[a] * self.offset[a]).tolist()))}
         return out
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 66
+# %% ../nbs/suvi_fill/12_sun.ipynb 69
 #: Default first day: inside the March eclipse season, so a short archive shows eclipses.
 DEFAULT_START = "2024-03-18"
 #: Default resolution: small enough that CI writes two days of both satellites in seconds.
@@ -954,7 +1025,7 @@ def archive_path(root, band: int, satellite: int, slot: int) -> Path:
     return (Path(root) / f"goes{satellite}" / "l2" / "data" / f"suvi-l2-ci{band:03d}" / day[:4] / day[5:7]
             / day[8:10] / l2_name(band, satellite, slot))
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 67
+# %% ../nbs/suvi_fill/12_sun.ipynb 70
 def _synth_span(out, resolution, satellites, days, hours) -> tuple:
     "`(satellites, span_days, n_slots)` of a synth request; `OptionError` naming the flag that cannot be used."
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -971,7 +1042,7 @@ def _synth_span(out, resolution, satellites, days, hours) -> tuple:
         raise OptionError(f"--days/--hours give no 4-minute slot ({span_days} days)")
     return satellites, span_days, n_slots
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 68
+# %% ../nbs/suvi_fill/12_sun.ipynb 71
 def _band_data(code, observed, i, resolution) -> np.ndarray:
     "The image a band file of outage `code` holds: the sentinel fill, zeros (EMPTY), or the observation."
     if code == SENTINEL_RUN:
@@ -980,7 +1051,7 @@ def _band_data(code, observed, i, resolution) -> np.ndarray:
         return np.zeros((resolution, resolution), np.float32)
     return observed[i]
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 69
+# %% ../nbs/suvi_fill/12_sun.ipynb 72
 def _write_frame(staging, sun, instrument, slot, sat, codes, degraded, resolution, made_dirs) -> None:
     "Write the band files one satellite's frame of `slot` has (`codes`: one outage code per band)."
     geometry = instrument.geometry(slot, sat, resolution)
@@ -1005,7 +1076,7 @@ def _write_frame(staging, sun, instrument, slot, sat, codes, degraded, resolutio
             made_dirs.add(path.parent)
         write_l2(path, data, values, durable=False)
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 70
+# %% ../nbs/suvi_fill/12_sun.ipynb 73
 def _write_truth(staging, summary, status, degraded, first, satellites) -> None:
     "`synth_truth.json` and `synth_outages.npz` into the staging directory."
     atomic_write_json(staging / TRUTH_NAME, summary)
@@ -1014,7 +1085,7 @@ def _write_truth(staging, summary, status, degraded, first, satellites) -> None:
                             satellites=np.array(satellites), bands=np.array(WAVELENGTHS),
                             names=np.array(OUTAGE_NAMES))
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 72
+# %% ../nbs/suvi_fill/12_sun.ipynb 75
 def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, seed: int = 0,
                start=DEFAULT_START, satellites=SATELLITES, hours: float | None = None,
                rates: OutageRates = OutageRates(), progress: bool = True) -> dict:
@@ -1062,7 +1133,7 @@ def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, see
         raise
     return summary
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 77
+# %% ../nbs/suvi_fill/12_sun.ipynb 80
 def synth_command(parser: argparse.ArgumentParser):
     "`suvi-fill synth`: write a synthetic SUVI L2 archive (see `synthesize`)."
     parser.add_argument("--out", required=True, help="new directory for the archive")
