@@ -18,7 +18,7 @@ from suvi_fill.files import atomic_write
 
 # %% auto 0
 __all__ = ['AVAILABILITY', 'LOSS_CONTEXT', 'FORMAT', 'presence_trace', 'loss_patterns', 'dual_outage_rate', 'Availability',
-           'profile', 'profile_command']
+           'corpus_trace', 'profile', 'profile_command']
 
 # %% ../nbs/suvi_fill/23_availability.ipynb 3
 AVAILABILITY = "availability.npz"
@@ -154,23 +154,28 @@ class Availability:
                                      for i, s in enumerate(self.satellites)}}
 
 # %% ../nbs/suvi_fill/23_availability.ipynb 12
+def corpus_trace(directory: Path) -> dict:
+    "The presence trace of the corpus in `directory`, its shards opened through the manifest (`segments.corpus_shards`)."
+    shards = segments.corpus_shards(directory)
+    if not shards:
+        raise MissingData(f"--shards {directory}: no shards (build the corpus with suvi-fill build)")
+    try:
+        return presence_trace(shards)
+    finally:
+        segments.close_shards(shards)
+
+# %% ../nbs/suvi_fill/23_availability.ipynb 13
 def profile(directory) -> Availability:
     "Profile the corpus in `directory` and write `directory/availability.npz`."
     directory = Path(directory)
     if not directory.is_dir():
         raise MissingData(f"--shards {directory}: not a directory (build the corpus with suvi-fill build)")
-    shards = segments.corpus_shards(directory)
-    if not shards:
-        raise MissingData(f"--shards {directory}: no shards (build the corpus with suvi-fill build)")
-    try:
-        trace = presence_trace(shards)
-    finally:
-        segments.close_shards(shards)
+    trace = corpus_trace(directory)
     model = Availability(trace["slots"], trace["satellites"], trace["present"], trace["quality"])
     model.save(directory / AVAILABILITY)
     return model
 
-# %% ../nbs/suvi_fill/23_availability.ipynb 13
+# %% ../nbs/suvi_fill/23_availability.ipynb 14
 def profile_command(parser):
     "`suvi-fill profile --shards DIR`: write DIR/availability.npz."
     parser.add_argument("--shards", required=True, type=Path, help="corpus directory (suvi-fill build --out)")

@@ -192,7 +192,7 @@ REBUILD_SHARD = "rebuild the corpus with suvi-fill build"
 _META_FIELDS = {"day": str, "satellite": int, "resolution": int, "n_planes": int, "plane_offset": int,
                 "digest": str, "arrays": dict}
 
-
+# %% ../nbs/suvi_fill/20_dataset.ipynb 20
 def _metadata_span(fd, path) -> tuple:
     """`(where, length)` of the metadata block of the shard open as `fd`.  The file must end
     exactly where its header says the block ends: a truncated or appended-to shard is refused."""
@@ -206,7 +206,7 @@ def _metadata_span(fd, path) -> tuple:
                           f"(truncated or written over); {REBUILD_SHARD}")
     return where, length
 
-# %% ../nbs/suvi_fill/20_dataset.ipynb 20
+# %% ../nbs/suvi_fill/20_dataset.ipynb 21
 def _parse_meta(body: bytes, path) -> tuple:
     "`(meta, offset of the arrays)` of a metadata block; `InvalidData` naming `path` and the field."
     (text_length,) = struct.unpack("<Q", body[:8])
@@ -224,7 +224,7 @@ def _parse_meta(body: bytes, path) -> tuple:
                               f"{kind.__name__}; {REBUILD_SHARD}")
     return meta, 8 + text_length
 
-# %% ../nbs/suvi_fill/20_dataset.ipynb 21
+# %% ../nbs/suvi_fill/20_dataset.ipynb 22
 def _read_arrays(body: bytes, base: int, meta: dict, path) -> dict:
     "The per-slot arrays of `_ARRAYS` from a metadata block, each of the recorded dtype and one row per slot."
     arrays = {}
@@ -244,7 +244,7 @@ def _read_arrays(body: bytes, base: int, meta: dict, path) -> dict:
                               f"expected one row of {width} per slot ({rows} slots); {REBUILD_SHARD}")
     return arrays
 
-# %% ../nbs/suvi_fill/20_dataset.ipynb 22
+# %% ../nbs/suvi_fill/20_dataset.ipynb 23
 def _read_shard_meta(fd, path) -> tuple:
     """`(meta, {name: array})` of the shard open as `fd`; `InvalidData` naming `path` (and the field)
     when it is not one, is truncated, or its metadata and plane area disagree."""
@@ -261,7 +261,7 @@ def _read_shard_meta(fd, path) -> tuple:
                           f"{REBUILD_SHARD}")
     return meta, arrays
 
-# %% ../nbs/suvi_fill/20_dataset.ipynb 23
+# %% ../nbs/suvi_fill/20_dataset.ipynb 24
 def _widen(out, plane) -> None:
     """`out[...] = plane` (float16 -> float32).  numpy's conversion runs ~250 M values/s
     (10 ms for a 640 px frame, the whole cost of a read); torch's F16C path is ~15x
@@ -273,7 +273,7 @@ def _widen(out, plane) -> None:
     else:
         np.copyto(out, plane)
 
-# %% ../nbs/suvi_fill/20_dataset.ipynb 24
+# %% ../nbs/suvi_fill/20_dataset.ipynb 25
 class ShardFile:
     """The file side of a `Shard`: the descriptor, the metadata read at open, the planes
     mapped once per process (afresh in a forked child), and closing."""
@@ -344,7 +344,7 @@ class ShardFile:
         try: self.close()
         except Exception: pass
 
-# %% ../nbs/suvi_fill/20_dataset.ipynb 26
+# %% ../nbs/suvi_fill/20_dataset.ipynb 27
 class Shard(ShardFile):
     """One (day, satellite) of the corpus, read through a memory map.
 
@@ -387,11 +387,11 @@ class Shard(ShardFile):
         return (f"Shard({self.day} g{self.satellite}, {self.resolution}px, "
                 f"{int(self.present.all(axis=1).sum())}/{len(self)} complete slots)")
 
-# %% ../nbs/suvi_fill/20_dataset.ipynb 30
+# %% ../nbs/suvi_fill/20_dataset.ipynb 31
 #: Bytes hashed per read by `shard_content_digest` (bounded memory for any shard size).
 HASH_CHUNK = 1 << 24
 
-# %% ../nbs/suvi_fill/20_dataset.ipynb 31
+# %% ../nbs/suvi_fill/20_dataset.ipynb 32
 def shard_content_digest(path) -> tuple:
     "`(header digest, recomputed content digest)` of the shard at `path`; equal when the shard is intact."
     with Shard(path) as shard:
@@ -408,7 +408,7 @@ def shard_content_digest(path) -> tuple:
     digest.update(body[8 + text_length:])
     return header, digest.hexdigest()
 
-# %% ../nbs/suvi_fill/20_dataset.ipynb 35
+# %% ../nbs/suvi_fill/20_dataset.ipynb 36
 def describe(directory) -> list:
     "The lines `suvi-fill inspect` prints: `suvi_fill.corpus.Corpus.open(directory).describe()`."
     from suvi_fill.corpus import Corpus

@@ -115,7 +115,7 @@ def _group_sources(files, report) -> dict:
         groups[(paths.day_of_slot(name.slot), name.satellite)].append((name.slot, name.band, path))
     return groups
 
-
+# %% ../nbs/suvi_fill/21_ingest.ipynb 13
 def _write_shard(path, day, satellite, resolution, members, report, bar) -> None:
     """The shard of (`day`, `satellite`) from its source files `members` [(slot, band, path)], at
     `path`; an `OSError` the system raised without a file name (a full disk) is raised naming `path`."""
@@ -134,7 +134,7 @@ def _write_shard(path, day, satellite, resolution, members, report, bar) -> None
             raise named_os_error(exc, path) from None
         raise
 
-
+# %% ../nbs/suvi_fill/21_ingest.ipynb 14
 def _write_shards(out, groups, days, satellites, resolution, report, progress) -> list:
     """One shard per (day, satellite) of `days` x `satellites` into `out` (a day without files gets
     an all-MISSING shard).  Returns the names written."""
@@ -149,20 +149,20 @@ def _write_shards(out, groups, days, satellites, resolution, report, progress) -
     bar.close()
     return written
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 13
+# %% ../nbs/suvi_fill/21_ingest.ipynb 15
 #: Where a build writes its shards, manifest and report, inside the corpus directory (same file system).
 STAGING = ".build"
 #: `STAGING` renamed once everything is written: from then on the build is whole and only has to be switched in.
 READY = ".build.ready"
 
-
+# %% ../nbs/suvi_fill/21_ingest.ipynb 16
 def named_os_error(exc: OSError, path) -> OSError:
     "`exc`, or when the system named no file (a write on a full disk) an `OSError` of the same errno naming `path`."
     if exc.filename is not None:
         return exc
     return OSError(exc.errno, f"{exc.strerror or exc} while writing {path}; the previous corpus is unchanged")
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 15
+# %% ../nbs/suvi_fill/21_ingest.ipynb 18
 def _switch(out: Path, ready: Path) -> None:
     """Move the whole build in `ready` over the corpus in `out`: shards and report, then the manifest,
     then remove the shards it does not list and `ready`.  Repeatable after a kill at any step."""
@@ -178,7 +178,7 @@ def _switch(out: Path, ready: Path) -> None:
             stale.unlink()
     shutil.rmtree(ready)
 
-
+# %% ../nbs/suvi_fill/21_ingest.ipynb 19
 def _recover(out: Path, log=print) -> None:
     "Finish the switch of a build killed after it was whole; remove one killed while staging."
     if (out / READY / segments.MANIFEST).exists():
@@ -189,7 +189,7 @@ def _recover(out: Path, log=print) -> None:
             shutil.rmtree(partial)
             log(f"{out}: removed {partial.name}, the unfinished build of an interrupted run")
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 17
+# %% ../nbs/suvi_fill/21_ingest.ipynb 21
 def _stage(staging: Path, groups, days, satellites, resolution, report, progress, span_min, split_stretch) -> None:
     "Write the whole build into `staging`: the shards, then the report, then the manifest."
     staging.mkdir(parents=True)
@@ -209,7 +209,7 @@ def _stage(staging: Path, groups, days, satellites, resolution, report, progress
         except OSError as exc:
             raise named_os_error(exc, staging / name) from None
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 19
+# %% ../nbs/suvi_fill/21_ingest.ipynb 23
 def build(source, out, resolution=None, progress: bool = True, span_min: int = segments.SPAN_MIN,
           split_stretch: int = 0, log=print) -> dict:
     """Ingest every SUVI L2 file under `source` into shards and a manifest in `out`; returns the build report.
@@ -251,7 +251,7 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
         atomic_write_json(out / REPORT, report)
     return report
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 20
+# %% ../nbs/suvi_fill/21_ingest.ipynb 24
 def _source_resolution(groups) -> int:
     for members in groups.values():
         for _, _, path in members:
@@ -262,7 +262,7 @@ def _source_resolution(groups) -> int:
             return min(MAX_DEFAULT_RESOLUTION, int(header.shape[1]))
     raise MissingData("no readable SUVI L2 file to take the corpus resolution from; give --resolution")
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 21
+# %% ../nbs/suvi_fill/21_ingest.ipynb 25
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -274,14 +274,21 @@ def _quarantine(writer, slot, b, path, reason: str, report) -> None:
     report["reasons"]["unreadable"] += 1
     writer.mark(slot, b, dataset.UNREADABLE)
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 22
+# %% ../nbs/suvi_fill/21_ingest.ipynb 26
+def _read_frame(path, slot: int) -> tuple:
+    "`(radiance, header)` of the file `path` for `slot`; `L2FormatError`/`OSError` naming the file and key."
+    data, header = fits.read_l2(path)
+    if header.slot != slot:
+        raise fits.L2FormatError(f"{path.name}: DATE-OBS {header.time:%Y-%m-%dT%H:%M:%S} is not in the "
+                                 f"slot of the file name ({paths.time_of(slot):%H:%M})")
+    return data, header
+
+# %% ../nbs/suvi_fill/21_ingest.ipynb 27
 def _ingest_one(writer, slot, band, path, resolution, report) -> None:
+    "Read, vet and place one file into `writer`; an unreadable or misplaced one is quarantined, never fatal."
     b = paths.BAND_INDEX[band]
     try:
-        data, header = fits.read_l2(path)
-        if header.slot != slot:
-            raise fits.L2FormatError(f"{path.name}: DATE-OBS {header.time:%Y-%m-%dT%H:%M:%S} is not in the "
-                                     f"slot of the file name ({paths.time_of(slot):%H:%M})")
+        data, header = _read_frame(path, slot)
     except (ValueError, OSError, MemoryError) as exc:
         _quarantine(writer, slot, b, path, _one_line(exc), report)
         return
@@ -305,7 +312,7 @@ def _ingest_one(writer, slot, band, path, resolution, report) -> None:
         writer.mark(slot, b, code)
     report["reasons"][dataset.QUALITY_NAMES[code]] += 1
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 24
+# %% ../nbs/suvi_fill/21_ingest.ipynb 29
 def build_command(parser):
     "`suvi-fill build --source DIR --out SHARDS [--resolution PX]`."
     parser.add_argument("--source", required=True, type=Path, help="directory of SUVI L2 FITS files (searched recursively)")
