@@ -118,11 +118,15 @@ class Availability:
         except (KeyError, OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as exc:   # truncated: BadZipFile
             raise InvalidData(f"{path}: not an availability model ({' '.join(str(exc).split())[:120]}); "
                              "re-run suvi-fill profile") from None
-        if int(arrays["format"]) != FORMAT:
-            raise InvalidData(f"{path}: availability format {int(arrays['format'])}, expected {FORMAT}; "
+        if arrays["format"].shape != () or int(arrays["format"]) != FORMAT:
+            raise InvalidData(f"{path}: field 'format' is {arrays['format'].tolist()!r:.20}, expected {FORMAT}; "
                              "re-run suvi-fill profile")
-        return cls(arrays["slots"], arrays["satellites"], arrays["present"], arrays["quality"],
-                   arrays["patterns"], arrays["pattern_counts"])
+        try:
+            return cls(arrays["slots"], arrays["satellites"], arrays["present"], arrays["quality"],
+                       arrays["patterns"], arrays["pattern_counts"])
+        except (TypeError, ValueError) as exc:       # arrays of inconsistent shapes
+            raise InvalidData(f"{path}: inconsistent availability model ({' '.join(str(exc).split())[:120]}); "
+                              "re-run suvi-fill profile") from None
 
     def save(self, path) -> None:
         "Write the model atomically."

@@ -354,3 +354,20 @@ def test_a_stale_lock_is_taken_over_and_leftovers_are_removed(copy, source):
     assert "removed 2 temporary file(s)" in result.stdout and "removed .build" in result.stdout
     assert not any(path.exists() for path in leftovers) and not (copy / LOCK_NAME).exists()
     assert not (copy / ingest.STAGING).exists() and Corpus.open(copy).verify() == []
+
+
+def test_profile_refuses_a_damaged_corpus_naming_the_file(copy):
+    _first_shard(copy).unlink()
+    result = run([tool("suvi-fill"), "profile", "--shards", str(copy)])
+    assert result.returncode == 2 and str(_first_shard(copy)) in one_line(result) and "no such shard" in result.stderr
+
+
+def test_an_inconsistent_availability_model_is_one_line(copy):
+    model = copy / availability.AVAILABILITY
+    with np.load(model) as z:
+        arrays = dict(z)
+    arrays["present"] = arrays["present"][:-1]
+    np.savez(model, **arrays)
+    with pytest.raises(InvalidData, match="inconsistent availability model") as caught:
+        availability.Availability.load(model)
+    assert str(caught.value).startswith(str(model))
