@@ -18,7 +18,7 @@ import cv2
 import numpy as np
 
 from suvi_fill import coding, dataset, fits, paths, segments
-from suvi_fill.errors import MissingData, OptionError
+from suvi_fill.errors import InvalidData, MissingData, OptionError
 from suvi_fill.files import atomic_write_json, fsync_directory
 from suvi_fill.lock import directory_lock, remove_leftovers
 
@@ -190,10 +190,20 @@ def _recover(out: Path, log=print) -> None:
             log(f"{out}: removed {partial.name}, the unfinished build of an interrupted run")
 
 # %% ../nbs/suvi_fill/21_ingest.ipynb 21
+def _verify_written(directory: Path, names) -> None:
+    "Re-hash each shard `names` in `directory` as read back from disk; `InvalidData` naming the first that differs."
+    for name in names:
+        header, content = dataset.shard_content_digest(directory / name)
+        if header != content:
+            raise InvalidData(f"{directory / name}: read back with content hash {content[:12]}, written as "
+                              f"{header[:12]}: the disk lost the write; the previous corpus is unchanged")
+
+# %% ../nbs/suvi_fill/21_ingest.ipynb 22
 def _stage(staging: Path, groups, days, satellites, resolution, report, progress, span_min, split_stretch) -> None:
     "Write the whole build into `staging`: the shards, then the report, then the manifest."
     staging.mkdir(parents=True)
     written = _write_shards(staging, groups, days, satellites, resolution, report, progress)
+    _verify_written(staging, written)
     report.update({"resolution": resolution, "days": days, "satellites": satellites, "shards": len(written)})
     shards = segments.open_shards(staging, written)
     try:
@@ -209,7 +219,7 @@ def _stage(staging: Path, groups, days, satellites, resolution, report, progress
         except OSError as exc:
             raise named_os_error(exc, staging / name) from None
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 23
+# %% ../nbs/suvi_fill/21_ingest.ipynb 24
 def build(source, out, resolution=None, progress: bool = True, span_min: int = segments.SPAN_MIN,
           split_stretch: int = 0, log=print) -> dict:
     """Ingest every SUVI L2 file under `source` into shards and a manifest in `out`; returns the build report.
@@ -251,7 +261,7 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
         atomic_write_json(out / REPORT, report)
     return report
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 24
+# %% ../nbs/suvi_fill/21_ingest.ipynb 25
 def _source_resolution(groups) -> int:
     for members in groups.values():
         for _, _, path in members:
@@ -262,7 +272,7 @@ def _source_resolution(groups) -> int:
             return min(MAX_DEFAULT_RESOLUTION, int(header.shape[1]))
     raise MissingData("no readable SUVI L2 file to take the corpus resolution from; give --resolution")
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 25
+# %% ../nbs/suvi_fill/21_ingest.ipynb 26
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -274,7 +284,7 @@ def _quarantine(writer, slot, b, path, reason: str, report) -> None:
     report["reasons"]["unreadable"] += 1
     writer.mark(slot, b, dataset.UNREADABLE)
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 26
+# %% ../nbs/suvi_fill/21_ingest.ipynb 27
 def _read_frame(path, slot: int) -> tuple:
     "`(radiance, header)` of the file `path` for `slot`; `L2FormatError`/`OSError` naming the file and key."
     data, header = fits.read_l2(path)
@@ -283,7 +293,7 @@ def _read_frame(path, slot: int) -> tuple:
                                  f"slot of the file name ({paths.time_of(slot):%H:%M})")
     return data, header
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 27
+# %% ../nbs/suvi_fill/21_ingest.ipynb 28
 def _ingest_one(writer, slot, band, path, resolution, report) -> None:
     "Read, vet and place one file into `writer`; an unreadable or misplaced one is quarantined, never fatal."
     b = paths.BAND_INDEX[band]
@@ -312,7 +322,7 @@ def _ingest_one(writer, slot, band, path, resolution, report) -> None:
         writer.mark(slot, b, code)
     report["reasons"][dataset.QUALITY_NAMES[code]] += 1
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 29
+# %% ../nbs/suvi_fill/21_ingest.ipynb 30
 def build_command(parser):
     "`suvi-fill build --source DIR --out SHARDS [--resolution PX]`."
     parser.add_argument("--source", required=True, type=Path, help="directory of SUVI L2 FITS files (searched recursively)")

@@ -371,3 +371,21 @@ def test_an_inconsistent_availability_model_is_one_line(copy):
     with pytest.raises(InvalidData, match="inconsistent availability model") as caught:
         availability.Availability.load(model)
     assert str(caught.value).startswith(str(model))
+
+
+def test_a_shard_that_reads_back_wrong_stops_the_build_before_the_switch(copy, source, monkeypatch):
+    digest = Corpus.open(copy).digest
+    original = ingest._write_shards
+
+    def lossy_disk(out, *args):
+        written = original(out, *args)
+        data = bytearray((out / written[0]).read_bytes())
+        data[dataset.PLANE_OFFSET] ^= 0xFF                     # the disk flips a bit of the first plane
+        (out / written[0]).write_bytes(bytes(data))
+        return written
+    monkeypatch.setattr(ingest, "_write_shards", lossy_disk)
+    with pytest.raises(InvalidData, match="read back with content hash") as caught:
+        ingest.build(source, copy, resolution=8, progress=False, span_min=2, log=lambda *_: None)
+    assert f"{ingest.STAGING}/{dataset.shard_name(DAY, 16)}" in str(caught.value)
+    _assert_intact(copy, digest)
+    assert not (copy / ingest.STAGING).exists() and not (copy / LOCK_NAME).exists()
