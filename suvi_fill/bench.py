@@ -17,6 +17,7 @@ from suvi_fill.coding import band_psnr
 from suvi_fill.corpus import MANIFEST, Corpus
 from suvi_fill.errors import OptionError
 from suvi_fill.files import atomic_write, atomic_write_json
+from suvi_fill.outputs import own_directory, writing
 
 # %% auto 0
 __all__ = ['GAPS', 'SAMPLES', 'SIDE_DEFINITIONS', 'SIDES', 'BENCH_SEED', 'GOAL_MARGIN_DB', 'BENCH_JSON', 'BENCH_MD', 'BENCH_PNG',
@@ -305,14 +306,17 @@ def plot_bench(result: dict, axis=None):
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 25
 def write_outputs(result: dict, out) -> dict:
-    "Write bench.json, bench.md and bench.png into `out` atomically; returns their paths."
+    "Write bench.json, bench.md and bench.png into `out` atomically; returns their paths (`WriteFailed` naming a file that could not be written)."
     out = Path(out)
     written = {"json": out / BENCH_JSON, "md": out / BENCH_MD, "png": out / BENCH_PNG}
-    atomic_write_json(written["json"], result)
-    atomic_write(written["md"], format_tables(result).encode("utf-8"))
     buffer = io.BytesIO()
     plot_bench(result).savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-    atomic_write(written["png"], buffer.getvalue())
+    with writing(written["json"], "bench table"):
+        atomic_write_json(written["json"], result)
+    with writing(written["md"], "bench table"):
+        atomic_write(written["md"], format_tables(result).encode("utf-8"))
+    with writing(written["png"], "bench plot"):
+        atomic_write(written["png"], buffer.getvalue())
     return written
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 27
@@ -353,10 +357,11 @@ def bench_command(parser):
         if unknown:
             raise OptionError(f"--fillers: unknown {', '.join(unknown)} (choose from {', '.join(FILLER_ORDER)})")
         fillers = {n: make_filler(n, checkpoint=args.checkpoint, device=device) for n in names}
-        result = run_bench(args.shards, corpus, trace, fillers, gaps, args.samples, args.split, args.seed,
-                           device, progress=not args.quiet, sides=args.sides)
-        result["checkpoint"] = None if args.checkpoint is None else str(args.checkpoint)
-        written = write_outputs(result, args.out)
+        with own_directory(args.out, "suvi-fill bench"):       # one writer per --out
+            result = run_bench(args.shards, corpus, trace, fillers, gaps, args.samples, args.split, args.seed,
+                               device, progress=not args.quiet, sides=args.sides)
+            result["checkpoint"] = None if args.checkpoint is None else str(args.checkpoint)
+            written = write_outputs(result, args.out)
         print(format_tables(result).split("\n## ")[0].rstrip())
         print(f"wrote {written['json']}, {written['md']}, {written['png']} ({result['seconds']} s)")
         return 0

@@ -12,6 +12,8 @@ import torch
 
 from suvi_fill.errors import DataError
 from suvi_fill.files import atomic_writer
+from suvi_fill.guards import first_nonfinite
+from suvi_fill.outputs import writing
 
 # %% auto 0
 __all__ = ['VERSION', 'NET_DEFAULTS', 'CheckpointError', 'Checkpoint', 'save', 'read']
@@ -45,12 +47,12 @@ class Checkpoint:
 
 # %% ../nbs/suvi_fill/45_checkpoint.ipynb 7
 def save(path, checkpoint: Checkpoint) -> None:
-    "Write `checkpoint` to `path` atomically, in the current schema."
+    "Write `checkpoint` to `path` atomically, in the current schema; `WriteFailed` naming `path` (the old file intact) when the write fails."
     state = dataclasses.asdict(checkpoint) | {"version": VERSION}
     del state["ladder"], state["cond_layout"]          # they live in args, where every reader looks
     state["args"] = dict(checkpoint.args) | {"cond_layout": list(checkpoint.cond_layout or ()),
                                              "offsets": [int(o) for o in checkpoint.ladder]}
-    with atomic_writer(os.fspath(path)) as handle:
+    with writing(path, "checkpoint", "resume from last.pt"), atomic_writer(os.fspath(path)) as handle:
         torch.save(state, handle)
 
 # %% ../nbs/suvi_fill/45_checkpoint.ipynb 9
@@ -64,6 +66,10 @@ def _load(path: str, device) -> dict:
                               f"{' '.join(str(exc).split())[:200]})") from None
     if not isinstance(state, dict) or "model" not in state or not isinstance(state.get("args"), dict):
         raise CheckpointError(f"{path}: not a filler checkpoint (needs 'model' and 'args' as the trainer writes)")
+    bad = first_nonfinite({"model": state["model"], "optimiser": state.get("optimiser")})
+    if bad is not None:
+        raise CheckpointError(f"{path}: tensor {bad} holds NaN or infinity (a run fed damaged data wrote it); "
+                              "resume from an earlier checkpoint or train afresh")
     return state
 
 # %% ../nbs/suvi_fill/45_checkpoint.ipynb 10

@@ -20,11 +20,12 @@ import numpy as np
 from suvi_fill import dataset, paths, samples, segments as segments_module
 from suvi_fill.errors import DataError, OptionError
 from suvi_fill.files import atomic_write_json, fsync_directory
+from suvi_fill.outputs import own_directory
 
 # %% auto 0
 __all__ = ['SLICE_PREFIX', 'SEQUENCE_DIGITS', 'READY', 'META', 'DAYS_PER_SLICE', 'CAPACITY', 'slice_sequence', 'ready_slices',
            'SliceError', 'OpenSlice', 'open_slice', 'clip_segments', 'next_sequence', 'link_shards', 'publish_slice',
-           'retire', 'split_days', 'windows', 'produce', 'pool_produce_command']
+           'retire', 'remove_unfinished', 'split_days', 'windows', 'produce', 'pool_produce_command']
 
 # %% ../nbs/suvi_fill/40_pool.ipynb 3
 #: Prefix of a published slice directory; the suffix is its sequence number.
@@ -89,7 +90,7 @@ class OpenSlice:
     and the corpus `calibration` it was cut from (None for a slice without one).
 
     Everything a sampler needs travels with it, so the slice may be retired (deleted)
-    while it is sampled.  `shards, segments = open_slice(path)` still unpacks.
+    while it is sampled.
     """
     path: str
     shards: dict
@@ -103,12 +104,9 @@ class OpenSlice:
     def close(self):
         segments_module.close_shards(self.shards)
 
-    def __iter__(self):
-        return iter((self.shards, self.segments))
-
 # %% ../nbs/suvi_fill/40_pool.ipynb 17
 def _slice_calibration(path, meta):
-    "The slice's calibration: from `slice.json`, else the corpus manifest published beside its shards."
+    "The slice's calibration: from `slice.json`, else from the corpus manifest an older producer linked beside its shards."
     if meta.get("calibration") is not None:
         return meta["calibration"]
     try:
@@ -189,8 +187,8 @@ def next_sequence(directory) -> int:
 
 # %% ../nbs/suvi_fill/40_pool.ipynb 32
 def link_shards(destination, shards_dir, days, satellites) -> int:
-    """Link (or copy) each existing shard of `days` x `satellites` from `shards_dir` into `destination`,
-    and the corpus manifest beside them; returns the shards linked."""
+    """Link (or copy) each existing shard of `days` x `satellites` from `shards_dir` into `destination`;
+    returns the shards linked.  The calibration travels in `slice.json`, so no manifest is linked."""
     linked = 0
     for day in days:
         for satellite in satellites:
@@ -199,10 +197,6 @@ def link_shards(destination, shards_dir, days, satellites) -> int:
             if source.exists():
                 _link_or_copy(source, Path(destination) / name)
                 linked += 1
-    # Calibration travels in slice.json; the manifest too, for readers not taking it yet.
-    manifest = Path(shards_dir) / segments_module.MANIFEST
-    if linked and manifest.exists():
-        _link_or_copy(manifest, Path(destination) / segments_module.MANIFEST)
     return linked
 
 # %% ../nbs/suvi_fill/40_pool.ipynb 35
@@ -255,6 +249,18 @@ def retire(directory, capacity) -> list:
     return retired
 
 # %% ../nbs/suvi_fill/40_pool.ipynb 41
+def remove_unfinished(directory, say=print) -> list:
+    "Remove the `.building-*` / `.retired-*` directories a killed producer left in `directory` (hold its lock)."
+    left = sorted(Path(directory).glob(".building-*")) + sorted(Path(directory).glob(".retired-*"))
+    for path in left:
+        shutil.rmtree(path, ignore_errors=True)
+    if left:
+        say(f"{directory}: removed {len(left)} unfinished slice directories a killed producer left: "
+            + ", ".join(p.name for p in left[:3]) + (" ..." if len(left) > 3 else ""))
+    return [str(p) for p in left]
+
+
+# %% ../nbs/suvi_fill/40_pool.ipynb 44
 def split_days(manifest, split) -> list:
     "The days the `split` segments of `manifest` touch."
     try:
@@ -263,7 +269,7 @@ def split_days(manifest, split) -> list:
         raise DataError(f"manifest has no segments for split {split!r}; rebuild it with suvi-fill build") from None
     return segments_module.days_touched(chosen)
 
-# %% ../nbs/suvi_fill/40_pool.ipynb 43
+# %% ../nbs/suvi_fill/40_pool.ipynb 46
 def windows(days, size) -> list:
     "Runs of up to `size` consecutive days from sorted `days`, back to back (a gap starts a new run)."
     out, current = [], []
@@ -277,7 +283,7 @@ def windows(days, size) -> list:
         out.append(current)
     return out
 
-# %% ../nbs/suvi_fill/40_pool.ipynb 48
+# %% ../nbs/suvi_fill/40_pool.ipynb 51
 def _producer_manifest(manifest_path) -> dict:
     "The corpus manifest the producer cuts slices from, refused unless it has segments."
     try:
@@ -291,7 +297,7 @@ def _producer_manifest(manifest_path) -> dict:
         raise DataError(f"{manifest_path} has no 'segments': rebuild it with suvi-fill build")
     return manifest
 
-# %% ../nbs/suvi_fill/40_pool.ipynb 51
+# %% ../nbs/suvi_fill/40_pool.ipynb 54
 def produce(shards_dir, out, manifest_path=None, split=None, days=DAYS_PER_SLICE, capacity=CAPACITY,
             slices=0, interval=0.0, seed=0, fixed=False, say=print) -> list:
     "The producer loop; returns the paths of the slices it published."
@@ -326,7 +332,7 @@ def produce(shards_dir, out, manifest_path=None, split=None, days=DAYS_PER_SLICE
             time.sleep(interval)
     return published
 
-# %% ../nbs/suvi_fill/40_pool.ipynb 54
+# %% ../nbs/suvi_fill/40_pool.ipynb 57
 def pool_produce_command(parser):
     "`suvi-fill pool-produce`: write rotating-pool slices; returns `run(args) -> int`."
     parser.add_argument("--shards", required=True, help="the built corpus (shards and manifest.json)")
@@ -347,7 +353,9 @@ def pool_produce_command(parser):
                                    ("--slices", args.slices, 0), ("--interval", args.interval, 0)):
             if value < least:
                 raise OptionError(f"{flag} must be at least {least}, not {value}")
-        produce(args.shards, args.out, args.manifest, args.split, args.days, args.capacity,
-                args.slices, args.interval, args.seed, args.fixed)
+        with own_directory(args.out, "suvi-fill pool-produce"):     # one producer per pool
+            remove_unfinished(args.out)
+            produce(args.shards, args.out, args.manifest, args.split, args.days, args.capacity,
+                    args.slices, args.interval, args.seed, args.fixed)
         return 0
     return run

@@ -16,6 +16,7 @@ from suvi_fill.corpus import Corpus
 from suvi_fill.sample import Sample, Target, assemble
 from suvi_fill.errors import DataError, OptionError
 from suvi_fill.files import atomic_write, atomic_write_json, temporary_sibling
+from suvi_fill.outputs import own_directory, writing
 
 # %% auto 0
 __all__ = ['RENDER_SPAN', 'MIN_SIZE', 'FPS', 'FILLED_COLOUR', 'MISSING_COLOUR', 'BORDER_FRACTION', 'FrameSource', 'compose',
@@ -168,8 +169,10 @@ def write_frame(out: Path, entry: dict, image: np.ndarray, filler_name: str) -> 
     ok, png = cv2.imencode(".png", cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
     if not ok:
         raise DataError(f"{out / entry['file']}: OpenCV could not encode the frame as PNG; check the image size")
-    atomic_write(out / entry["file"], png.tobytes())
-    atomic_write_json((out / entry["file"]).with_suffix(".json"), entry | {"filler": filler_name})
+    with writing(out / entry["file"], "frame"):
+        atomic_write(out / entry["file"], png.tobytes())
+    with writing((out / entry["file"]).with_suffix(".json"), "frame's sidecar"):
+        atomic_write_json((out / entry["file"]).with_suffix(".json"), entry | {"filler": filler_name})
 
 # %% ../nbs/suvi_fill/52_render.ipynb 27
 def render_frames(shards_dir, satellite: int, start_slot: int, end_slot: int, bands, filler, out,
@@ -251,12 +254,14 @@ def run_render(args) -> int:
     if args.fill == "learned" and args.checkpoint is None:
         raise OptionError("--fill learned needs --checkpoint (a trainer's best.pt)")
     filler = make_filler(args.fill, checkpoint=args.checkpoint, device=pick_device(args.device))
-    index = render_frames(args.shards, args.satellite, start, end, bands, filler, args.out,
-                          size=args.size, span=args.span, progress=not args.quiet)
-    index["checkpoint"] = None if args.checkpoint is None else str(args.checkpoint)
-    if args.movie is not None:
-        index["movie"] = str(write_movie(args.out, index, args.movie, args.fps))
-    atomic_write_json(args.out / "render.json", index)
+    with own_directory(args.out, "suvi-fill render"):           # one writer per --out
+        index = render_frames(args.shards, args.satellite, start, end, bands, filler, args.out,
+                              size=args.size, span=args.span, progress=not args.quiet)
+        index["checkpoint"] = None if args.checkpoint is None else str(args.checkpoint)
+        if args.movie is not None:
+            index["movie"] = str(write_movie(args.out, index, args.movie, args.fps))
+        with writing(args.out / "render.json", "render index"):
+            atomic_write_json(args.out / "render.json", index)
     c = index["counts"]
     print(f"rendered {len(index['frames'])} frames of g{args.satellite} "
           f"({'/'.join(str(w) for w in bands)} A) to {args.out}: {c['stored']} stored, "

@@ -6,19 +6,17 @@
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 
 import numpy as np
 
-from suvi_fill import conditioning, paths, segments as segments_module
+from suvi_fill import paths, segments as segments_module
 from suvi_fill.errors import DataError, OptionError
 from suvi_fill.sample import Sample, Target, assemble
 
 # %% auto 0
-__all__ = ['LADDER', 'OFFSETS', 'GAP_MAX', 'NATURAL_SHARE', 'NEVER', 'collate', 'ladder_for', 'gap_offsets', 'inside_mask',
-           'gap_damage', 'measured_gaps', 'draw_gap', 'pick_nearest', 'choose_anchors', 'calibration_beside',
-           'SlotIndex', 'segment_targets', 'checked_damage', 'Sampler', 'build_sample', 'build_gap_sample',
-           'to_tensors']
+__all__ = ['LADDER', 'OFFSETS', 'GAP_MAX', 'NATURAL_SHARE', 'NEVER', 'ladder_for', 'gap_offsets', 'inside_mask', 'gap_damage',
+           'measured_gaps', 'draw_gap', 'pick_nearest', 'choose_anchors', 'SlotIndex', 'segment_targets',
+           'checked_damage', 'Sampler', 'build_sample', 'build_gap_sample']
 
 # %% ../nbs/suvi_fill/33_samples.ipynb 4
 #: Spans (slots either side of the target) a model can be trained for; see above.
@@ -137,25 +135,7 @@ def choose_anchors(usable: np.ndarray, offsets, target_column: int) -> dict:
     pick_nearest(usable, 0, np.broadcast_to(other, (n_sat, width)), other, chosen)
     return chosen
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 28
-def calibration_beside(shards):
-    """The `calibration` of a manifest.json beside `shards`, read now, or None.
-
-    Transition only: the sampler takes its calibration as an argument, and this
-    fallback serves callers that do not pass it yet (`suvi_fill.train`'s datasets);
-    it goes when they do.  Read at construction, while a pool slice surely exists.
-    """
-    for directory in dict.fromkeys(Path(getattr(shard, "path", "")).parent for shard in shards.values()):
-        manifest = directory / segments_module.MANIFEST
-        try:
-            found = segments_module.load_manifest(manifest).get("calibration") if manifest.exists() else None
-        except (OSError, ValueError, DataError):
-            found = None
-        if found is not None:
-            return found
-    return None
-
-# %% ../nbs/suvi_fill/33_samples.ipynb 32
+# %% ../nbs/suvi_fill/33_samples.ipynb 31
 def _read_band(shard, i: int, b: int, out: np.ndarray) -> None:
     "`out[...] = shard.band(i, b)`, without the intermediate plane when `Shard.band` takes `out=`."
     kind = type(shard)
@@ -172,7 +152,7 @@ def _read_band(shard, i: int, b: int, out: np.ndarray) -> None:
 
 _TAKES_OUT: dict = {}
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 35
+# %% ../nbs/suvi_fill/33_samples.ipynb 34
 class SlotIndex:
     "The resident slots of one satellite over its shards (any days) as one sorted axis."
 
@@ -214,7 +194,7 @@ class SlotIndex:
         return Target(shard.frame(i), self.present[row].copy(), float(self.time[row]),
                       float(shard.b0[i]), float(shard.radius[i]))
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 37
+# %% ../nbs/suvi_fill/33_samples.ipynb 36
 def segment_targets(index: SlotIndex, satellite: int, segments, span: int) -> list:
     "The clean slots of `index` inside a `segments` entry of `satellite` with `span` slots of margin (all: None)."
     clean = index.slots[index.present.all(axis=1)]
@@ -226,7 +206,7 @@ def segment_targets(index: SlotIndex, satellite: int, segments, span: int) -> li
         clean = clean[keep]
     return [int(slot) for slot in clean]
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 40
+# %% ../nbs/suvi_fill/33_samples.ipynb 39
 def checked_damage(lost, window, span: int, satellites: int) -> tuple:
     "`(lost (6,), window)` as bool arrays, refused unless some band is lost and `window` is (2 * span + 1, satellites, 6)."
     lost, window = np.asarray(lost, bool).reshape(6), np.asarray(window, bool)
@@ -236,7 +216,7 @@ def checked_damage(lost, window, span: int, satellites: int) -> tuple:
         raise OptionError(f"damage window {window.shape} is not {(2 * span + 1, satellites, 6)}")
     return lost, window
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 43
+# %% ../nbs/suvi_fill/33_samples.ipynb 42
 class Sampler:
     """Targets and freshly damaged samples from resident shards.
 
@@ -260,8 +240,6 @@ class Sampler:
             raise OptionError(f"offsets must be positive slot counts, not {tuple(offsets)}")
         self.span = self.offsets[-1]
         self.segments = None if segments is None else [tuple(int(v) for v in s)[-3:] for s in segments]
-        if calibration is None and len(self.satellites) > 1:
-            self.calibration = calibration_beside(self.shards)      # transition: see calibration_beside
         self._transfers = {}
         self.indexes = {}
         for satellite in self.satellites:
@@ -314,7 +292,7 @@ class Sampler:
         "A `Sample` whose lost bands are `gap` slots away, or None (see `build_gap_sample`)."
         return build_gap_sample(self, satellite, when, rng, gap, exact, inside)
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 45
+# %% ../nbs/suvi_fill/33_samples.ipynb 44
 def build_sample(sampler: Sampler, satellite, when, rng, lost=None, window=None, offsets=None):
     """One freshly damaged `Sample` of target `(satellite, when)` from `sampler`, or None.
 
@@ -344,7 +322,7 @@ def build_sample(sampler: Sampler, satellite, when, rng, lost=None, window=None,
     return assemble(satellite, when, index.target(when), lost, anchors, sampler.satellites, read,
                     sampler.transfer)
 
-# %% ../nbs/suvi_fill/33_samples.ipynb 48
+# %% ../nbs/suvi_fill/33_samples.ipynb 47
 def build_gap_sample(sampler: Sampler, satellite, when, rng, gap: int, exact: bool = False, inside=None):
     """A `Sample` of target `(satellite, when)` whose lost bands are `gap` slots away, or None.
 
@@ -370,11 +348,3 @@ def build_gap_sample(sampler: Sampler, satellite, when, rng, gap: int, exact: bo
     if any(g is None for g in measured) or (exact and any(g != int(gap) for g in measured)):
         return None
     return sample
-
-# %% ../nbs/suvi_fill/33_samples.ipynb 51
-def to_tensors(sample: Sample, torch=None) -> dict:
-    "`conditioning.to_tensors(sample)`; `torch` is ignored (the old signature passed it in)."
-    return conditioning.to_tensors(sample)
-
-
-collate = conditioning.collate

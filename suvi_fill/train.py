@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -21,6 +22,8 @@ from suvi_fill import align, checkpoint, model, samples
 from suvi_fill.conditioning import AVAILABLE, COND_LAYOUT
 from suvi_fill.device import autocast_enabled, cpu_threads, pick_device
 from suvi_fill.errors import TrainingAborted
+from suvi_fill.guards import check_finite, check_step
+from suvi_fill.outputs import own_directory, writing
 from suvi_fill.losses import balanced_criterion, criterion, display_psnr
 from suvi_fill.policies import PlateauPolicy, learning_rate, sweep_rate
 from suvi_fill.train_config import DESCRIPTION, TrainConfig, add_arguments, from_args
@@ -31,7 +34,7 @@ from suvi_fill.train_data import (data_sets, describe_sets, load_availability, m
 __all__ = ['CLIP_NORM', 'WEIGHT_DECAY', 'SWEEP_EVERY', 'host_free_gb', 'aligned_batch', 'predict', 'evaluate',
            'distributed_context', 'share_verdict', 'Run', 'resume', 'announce', 'evaluate_checkpoint', 'prepare',
            'Window', 'eval_row', 'release_cache', 'baseline', 'first_best', 'validate', 'train_step', 'batches', 'loop',
-           'train', 'train_command', 'main']
+           'claim_out', 'train', 'train_command', 'main']
 
 # %% ../nbs/suvi_fill/41_train.ipynb 3
 #: Gradient-norm clip: the loss is bounded, so this only catches a broken batch.
@@ -87,15 +90,17 @@ def predict(net, batch, device):
     return prediction.float(), target, lost
 
 # %% ../nbs/suvi_fill/41_train.ipynb 10
-def evaluate(net, loader, device):
-    """Loss and bench-comparable display PSNR (dB), sample-weighted over a whole loader."""
+def evaluate(net, loader, device, step: int = 0):
+    """Loss and bench-comparable display PSNR (dB), sample-weighted over a whole loader; `guards.NonFinite`
+    naming `step` and the sample when a batch's loss is NaN or infinite."""
     net.eval()
     totals = {"loss": 0.0, "psnr": 0.0, "n": 0}
     with torch.no_grad():
         for batch in loader:
             prediction, target, lost = predict(net, batch, device)
-            count = prediction.shape[0]
-            totals["loss"] += float(criterion(prediction, target, lost)) * count
+            count, loss = prediction.shape[0], float(criterion(prediction, target, lost))
+            check_finite("validation loss", loss, step, batch)
+            totals["loss"] += loss * count
             totals["psnr"] += display_psnr(prediction, target, lost) * count
             totals["n"] += count
     net.train()
@@ -156,7 +161,8 @@ class Run:
     def record(self, row: dict):
         "Append `row` to the run's history.jsonl (rank 0)."
         if self.lead:
-            with open(os.path.join(self.config.out, "history.jsonl"), "a") as handle:
+            path = os.path.join(self.config.out, "history.jsonl")
+            with writing(path, "history", "resume from last.pt"), open(path, "a") as handle:
                 handle.write(json.dumps(row) + "\n")
             if self.on_record is not None:
                 self.on_record(row)
@@ -214,7 +220,7 @@ def evaluate_checkpoint(config: TrainConfig, val_loader, val_size: int, device) 
     net = model.load_learned(config.evaluate, device)
     print(f"  {sum(p.numel() for p in net.parameters()) / 1e6:.1f}M parameters")
     saved = checkpoint.read(config.evaluate, device)
-    val = evaluate(net, val_loader, device)
+    val = evaluate(net, val_loader, device, saved.step)
     print(f"evaluated {config.evaluate} (step {saved.step}): val {val['loss']:.5f} ({val['psnr']:.2f} dB) "
           f"over {val_size} targets", flush=True)
     return 0
@@ -292,7 +298,7 @@ def release_cache(device):
 def baseline(run: Run) -> None:
     "The untrained (or resumed) eval, its row and line; sets the policy's best."
     if run.lead:
-        val = evaluate(run.net, run.val_loader, run.device)
+        val = evaluate(run.net, run.val_loader, run.device, run.step)
         resumed = run.resumed_from is not None
         label = "resumed" if resumed else "untrained"
         print(f"step {run.step:>6}  val {val['loss']:.5f} ({val['psnr']:.2f} dB)  [{label}]", flush=True)
@@ -316,7 +322,7 @@ def validate(run: Run, window: Window, started: float) -> str | None:
     """Evaluate, record, checkpoint, judge: None to go on, or 'ABORT' / 'FROZEN' (every rank alike)."""
     stop = None
     if run.lead:
-        val = evaluate(run.net, run.val_loader, run.device)
+        val = evaluate(run.net, run.val_loader, run.device, run.step)
         row = eval_row(run, val, window, time.time() - started)
         run.record(row)
         print(f"step {run.step:>6}  train {row['train_loss']:.5f}  val {val['loss']:.5f} ({val['psnr']:.2f} dB)  "
@@ -338,12 +344,14 @@ def validate(run: Run, window: Window, started: float) -> str | None:
 
 # %% ../nbs/suvi_fill/41_train.ipynb 32
 def train_step(run: Run, batch, loss_of, sweep) -> tuple:
-    "One optimiser step on `batch`; returns (loss, gradient norm before clipping, lr)."
+    """One optimiser step on `batch`; returns (loss, gradient norm before clipping, lr).  A non-finite loss or
+    gradient norm raises `guards.NonFinite` before the optimiser step (`guards.check_step`)."""
     prediction, target, lost = predict(run.trained, batch, run.device)
     loss = loss_of(prediction, target, lost)
     run.optimiser.zero_grad(set_to_none=True)
     loss.backward()
     grad = float(torch.nn.utils.clip_grad_norm_(run.net.parameters(), CLIP_NORM))
+    check_step(run.step + 1, float(loss.detach()), grad, batch)   # before the weights can take it
     lr = (sweep_rate(run.step, *sweep, run.config.max_steps) if sweep else
           learning_rate(run.step, run.config.lr, warmup=run.config.warmup, scale=run.policy.lr_scale))
     for group in run.optimiser.param_groups:
@@ -407,7 +415,17 @@ def _progress_bar(run: Run):
     return tqdm(total=run.finish, initial=min(run.step, run.finish), unit="step", desc="train",
                 disable=None, leave=False, dynamic_ncols=True)
 
-# %% ../nbs/suvi_fill/41_train.ipynb 37
+# %% ../nbs/suvi_fill/41_train.ipynb 38
+def claim_out(config: TrainConfig, rank: int = 0):
+    """The context rank 0 of a run holds `--out` in (`outputs.own_directory`: a second run into it is refused,
+    exit 2, naming the holder; a killed run's lock and temporaries are taken over and removed, with a
+    message).  `--evaluate` writes nothing and takes no lock; other ranks leave it to rank 0."""
+    if rank != 0 or config.evaluate:
+        return contextlib.nullcontext()
+    return own_directory(config.out, "suvi-fill train")
+
+
+# %% ../nbs/suvi_fill/41_train.ipynb 40
 def train(config: TrainConfig, on_record=None) -> int:
     "Train (or range-test, overfit, evaluate) as `config` says; 0 when done, `TrainingAborted` on ABORT."
     config.check()
@@ -422,7 +440,7 @@ def train(config: TrainConfig, on_record=None) -> int:
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     try:
-        with cpu_threads(config.threads):
+        with cpu_threads(config.threads), claim_out(config, rank):
             run = prepare(config, device, rank, world, on_record)
             if isinstance(run, int):
                 return run
@@ -438,7 +456,7 @@ def train(config: TrainConfig, on_record=None) -> int:
     run.say(f"best validation display PSNR {run.policy.best:.2f} dB")
     return 0
 
-# %% ../nbs/suvi_fill/41_train.ipynb 43
+# %% ../nbs/suvi_fill/41_train.ipynb 46
 def train_command(parser):
     "`suvi-fill train`: the seed's flags plus `--device`; returns `run(args) -> int`."
     parser.description = DESCRIPTION
@@ -446,14 +464,14 @@ def train_command(parser):
     add_arguments(parser)
     return lambda args: train(from_args(args))
 
-# %% ../nbs/suvi_fill/41_train.ipynb 44
+# %% ../nbs/suvi_fill/41_train.ipynb 47
 def main(argv=None, on_record=None) -> int:
     "Parse `suvi-fill train` flags from `argv` and `train`; the same statuses and errors."
     parser = add_arguments(argparse.ArgumentParser(description=DESCRIPTION,
                                                    formatter_class=argparse.RawDescriptionHelpFormatter))
     return train(from_args(parser.parse_args(argv)), on_record=on_record)
 
-# %% ../nbs/suvi_fill/41_train.ipynb 45
+# %% ../nbs/suvi_fill/41_train.ipynb 48
 if __name__ == "__main__" and "__file__" in globals():
     from suvi_fill import cli
     sys.exit(cli.main(["train", *sys.argv[1:]]))

@@ -58,6 +58,9 @@ class TrainConfig:
     pool: str | None = flag(None, "train from this rotating pool directory (suvi-fill pool-produce) instead "
                             "of the corpus's train split; validation stays on --shards.  Needs "
                             "--steps-per-epoch (default: off)")
+    pool_wait: float | None = flag(None, "seconds the --pool feed waits for a first slice before giving up; a "
+                                   "missing pool directory is an error at once (default: $SUVI_FILL_POOL_WAIT, "
+                                   "else 1800)", float)
     val_slices: str | None = flag(None, "validate on the fixed slices in this directory (suvi-fill "
                                   "pool-produce --fixed) instead of the corpus's val split (default: off)")
     evaluate: str | None = flag(None, "score this checkpoint on the validation set and exit; the net is "
@@ -99,7 +102,7 @@ class TrainConfig:
 # %% ../nbs/suvi_fill/43_train_config.ipynb 11
 #: The smallest value each count flag may take (None, where allowed, means "not set").
 MINIMUMS = dict(epochs=1, batch=1, workers=0, steps_per_epoch=1, val_samples=0, eval_every=1, plateau_evals=0,
-                max_steps=1, overfit=1, warmup=0, gap_max=0, base=1, depth=1)
+                max_steps=1, overfit=1, warmup=0, gap_max=0, base=1, depth=1, pool_wait=0)
 
 
 def check_counts(config: TrainConfig) -> None:

@@ -17,7 +17,8 @@ from suvi_fill import availability as availability_module, corpus as corpus_modu
 from suvi_fill import samples
 from suvi_fill.conditioning import collate, to_tensors
 from suvi_fill.corpus import Calibration, Corpus
-from suvi_fill.errors import DataError, OptionError
+from suvi_fill.errors import DataError, MissingData, OptionError
+from suvi_fill.guards import identify
 from suvi_fill.train_config import TrainConfig
 
 # %% auto 0
@@ -30,8 +31,9 @@ __all__ = ['POOL_VISIT', 'POOL_WAIT', 'POOL_POLL', 'PIN_STRIDE', 'VAL_WORKERS', 
 #: Targets a pool worker draws from one slice before moving to another: enough to
 #: amortise opening it, few enough that a batch mixes several slices.
 POOL_VISIT = 16
-#: Seconds a pool worker waits for a first slice before giving up (env SUVI_FILL_POOL_WAIT,
-#: so a test sees the give-up path in seconds instead of half an hour).
+#: Seconds a pool worker waits for a first slice before giving up, when `--pool-wait` is not
+#: given: the seed's half hour, or the environment's SUVI_FILL_POOL_WAIT (kept as a fallback for
+#: scripts that set it before the flag existed).
 POOL_WAIT = float(os.environ.get("SUVI_FILL_POOL_WAIT", 1800.0))
 #: Seconds between looks at an empty pool.
 POOL_POLL = 5.0
@@ -69,15 +71,16 @@ class TrainCorpus:
 
 # %% ../nbs/suvi_fill/44_train_data.ipynb 7
 def open_corpus(config: TrainConfig) -> Corpus:
-    """The `Corpus` of `--manifest` over the shards in `--shards`.  A manifest without `span_min`
-    is refused (`DataError` naming the file) unless `--span` gives the margin."""
+    """The `Corpus` of `--manifest` over the shards in `--shards` (`Corpus.open`, checked).  A manifest
+    without `span_min` is refused (`DataError` naming the file) unless `--span` gives the margin."""
     path = Path(config.manifest)
     record = corpus_module._read_json(path)
-    if "span_min" not in record:
-        if config.span is None:
-            raise DataError(f"{path}: no 'span_min'; pass --span (one of {samples.LADDER}) or rebuild "
-                            "the corpus with suvi-fill build")
-        record = record | {"span_min": int(config.span)}
+    if "span_min" in record:
+        return Corpus.open(path, Path(config.shards))     # every check of what the manifest promises
+    if config.span is None:
+        raise DataError(f"{path}: no 'span_min'; pass --span (one of {samples.LADDER}) or rebuild "
+                        "the corpus with suvi-fill build")
+    record = record | {"span_min": int(config.span)}     # an older manifest: --span gives the margin
     corpus_module._check_fields(path, record)
     return Corpus(path, Path(config.shards), record)
 
@@ -115,11 +118,11 @@ def open_shards(directory, days, satellites) -> dict:
 
 # %% ../nbs/suvi_fill/44_train_data.ipynb 16
 def first_buildable(items, position_of, build):
-    "The first sample `build(position)` yields from `position_of(index)` on, looping (never recursing)."
+    "The tensor form (`guards.identify`d) of the first sample `build(position)` yields from `position_of(index)` on, looping (never recursing)."
     for offset in range(len(items)):
         sample = build(position_of(offset))
         if sample is not None:
-            return to_tensors(sample)
+            return identify(to_tensors(sample), sample.satellite, sample.when)
     raise FeedError("no slot in the entire set yields a buildable sample")
 
 # %% ../nbs/suvi_fill/44_train_data.ipynb 17
@@ -181,7 +184,9 @@ def seed_worker(worker_id):
 
 # %% ../nbs/suvi_fill/44_train_data.ipynb 23
 def wait_for_slices(directory, wait: float) -> list:
-    "The resident slices under `directory` (`pool.ready_slices`), waiting up to `wait` seconds for a first one."
+    "The resident slices under `directory` (`pool.ready_slices`), waiting up to `wait` seconds for a first one; `MissingData` when `directory` is not there."
+    if not os.path.isdir(directory):
+        raise MissingData(f"--pool {directory}: no such directory; start suvi-fill pool-produce --out {directory}")
     waited = 0.0
     while not (ready := pool_module.ready_slices(directory)):
         if waited >= wait:
@@ -201,6 +206,8 @@ class PoolSet(torch.utils.data.IterableDataset):
         self.directory, self.satellites, self.availability = directory, tuple(satellites), availability
         self.seed, self.offsets, self.per_visit, self.rank = seed, offsets, per_visit, rank
         self.wait = POOL_WAIT if wait is None else wait
+        if not os.path.isdir(directory):        # an error before the run starts, not a wait
+            raise MissingData(f"--pool {directory}: no such directory; start suvi-fill pool-produce --out {directory}")
         self.gap_max, self.calibration = int(gap_max), calibration
 
     def __iter__(self):
@@ -228,7 +235,7 @@ class PoolSet(torch.utils.data.IterableDataset):
             satellite, when = targets[int(rng.integers(len(targets)))]
             sample = build_drawn(sampler, satellite, when, rng, self.gap_max)
             if sample is not None:
-                yield to_tensors(sample)
+                yield identify(to_tensors(sample), sample.satellite, sample.when)
 
 # %% ../nbs/suvi_fill/44_train_data.ipynb 27
 class SliceSet(torch.utils.data.Dataset):
@@ -276,7 +283,8 @@ def train_set_of(config: TrainConfig, corpus: TrainCorpus, trace, rank: int = 0)
     if config.evaluate:
         return None
     if config.pool:
-        return PoolSet(config.pool, seed=config.seed, rank=rank, gap_max=config.gap_max, **_common(corpus, trace))
+        return PoolSet(config.pool, seed=config.seed, rank=rank, gap_max=config.gap_max, wait=config.pool_wait,
+                       **_common(corpus, trace))
     return ShardSet(config.shards, corpus.splits["train"], seed=config.seed + rank,
                     segments=corpus.seg_splits["train"], gap_max=config.gap_max, **_common(corpus, trace))
 

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from conftest import run, tool
-from suvi_fill import align, availability, model, samples, segments
+from suvi_fill import align, availability, conditioning, model, samples, segments
+from suvi_fill.corpus import Corpus
 
 
 @pytest.fixture(scope="module")
@@ -36,15 +37,16 @@ def test_load_learned_reads_the_trainer_checkpoints(trained):
     shards = segments.corpus_shards(trained / "shards")
     try:
         trace = availability.Availability.load(trained / "shards" / "availability.npz")
-        sampler = samples.Sampler(shards, (16, 18), trace, seed=0, offsets=net.offsets)
+        sampler = samples.Sampler(shards, (16, 18), trace, seed=0, offsets=net.offsets,
+                                  calibration=Corpus.open(trained / "shards").calibration)
         targets = sampler.targets()
-        items = [samples.to_tensors(sample, torch) for sample in
+        items = [conditioning.to_tensors(sample) for sample in
                  (sampler.build(*targets[k], np.random.default_rng(k)) for k in range(0, len(targets), 97))
                  if sample is not None][:3]
     finally:
         for shard in shards.values():
             shard.close()
-    batch = samples.collate(items)
+    batch = conditioning.collate(items)
     aligned = align.align_stack(batch["stack"], batch["dts"], batch["condition"][..., model.AVAILABLE],
                                 batch["gains"], batch["offsets"], batch["b0"], batch["radius"])
     with torch.no_grad():

@@ -30,7 +30,8 @@ def test_produce_publishes_and_retires_oldest_first(corpus, tmp_path):
     manifest = json.loads((corpus / "manifest.json").read_text())
     for path, meta in ready:
         assert meta["split"] == "train" and meta["manifest"] == manifest["digest"]
-        shards, segments = pool.open_slice(path)
+        opened = pool.open_slice(path)
+        shards, segments = opened.shards, opened.segments
         assert shards and all(key[0] in meta["days"] for key in shards)
         train = {tuple(s) for s in manifest["segments"]["train"]}
         assert all(any(t[0] == s[0] and t[1] <= s[1] and s[2] <= t[2] for t in train) for s in segments)
@@ -71,7 +72,8 @@ def test_a_slice_retired_mid_visit_stays_readable(corpus, tmp_path):
     out = tmp_path / "pool"
     assert produce(corpus, out, "--slices", "1", "--days", "1").returncode == 0
     (path, _), = pool.ready_slices(out)
-    shards, segments = pool.open_slice(path)
+    opened = pool.open_slice(path)
+    shards = opened.shards
     before = {key: shard.frame(0).copy() for key, shard in shards.items()}
     assert pool.retire(out, 0) == [path] and not Path(path).exists()
     with pytest.raises(FileNotFoundError):
@@ -90,7 +92,7 @@ def test_trainer_gives_up_without_a_slice(corpus, tmp_path):
     result = run(command, env={**ENV, "SUVI_FILL_POOL_WAIT": "1"}, cwd=ROOT)
     assert result.returncode == 2, result.stderr
     assert f"no slice in {empty} after 1 s: is the producer running?" in result.stderr
-    assert "suvi_fill.train: error: no slice in" in result.stderr and "Traceback" not in result.stderr
+    assert "suvi-fill train: error: no slice in" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_producer_and_trainer_together(corpus, tmp_path):

@@ -359,10 +359,11 @@ def _args(corpus, **overrides):
 
 def _split(corpus, name):
     from suvi_fill import train_data as trainer
-    manifest, satellites, offsets, seg_splits, splits = trainer.read_corpus(_args(corpus))
+    opened = trainer.read_corpus(_args(corpus))
     trace = trainer.load_availability(str(corpus))
-    return trainer.ShardSet(str(corpus), splits[name], satellites, availability=trace, offsets=offsets,
-                            segments=seg_splits[name], deterministic=name != "train"), trace
+    return trainer.ShardSet(str(corpus), opened.splits[name], opened.satellites, availability=trace,
+                            offsets=opened.offsets, segments=opened.seg_splits[name],
+                            deterministic=name != "train", calibration=opened.calibration), trace
 
 
 def test_fallback_over_thousands_of_unbuildable_targets_is_iterative(corpus):
