@@ -102,6 +102,21 @@ def lab(fill_corpus, published_model, tmp_path_factory):
         server.wait(timeout=30)
 
 
+def run_all_cells(page) -> None:
+    "Run > Run All Cells once the kernel is connected; again if no cell started (a request sent too early is lost)."
+    page.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=WAIT_MS)
+    for _ in range(3):
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        try:
+            page.wait_for_function("[...document.querySelectorAll('.jp-InputPrompt')]"
+                                   ".some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))", timeout=30_000)
+            return
+        except sync_api.Error:
+            continue
+    raise AssertionError("JupyterLab never started running the notebook's cells")
+
+
 @pytest.fixture(scope="module")
 def page(lab):
     "The notebook open in headless Chromium, every cell run; console errors collected in `page.errors`."
@@ -112,11 +127,16 @@ def page(lab):
         page.on("console", lambda message: message.type == "error" and page.errors.append(message.text))
         page.on("pageerror", lambda error: page.errors.append(str(error)))
         page.goto(lab)
-        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=WAIT_MS)
-        page.click(".jp-Cell .jp-InputArea-editor")
-        for _ in range(len(CELLS) + 1):
-            page.keyboard.press("Shift+Enter")
-        page.wait_for_function(f"document.querySelectorAll('.plot-caption').length >= {len(CELLS)}", timeout=WAIT_MS)
+        run_all_cells(page)
+        try:
+            page.wait_for_function(f"document.querySelectorAll('.plot-caption').length >= {len(CELLS)}",
+                                   timeout=WAIT_MS)
+        except sync_api.Error:
+            shot = Path(lab.split("?")[0].replace("/", "_")[-40:] + ".png")
+            page.screenshot(path=str(Path(os.environ.get("TMPDIR", "/tmp")) / shot.name), full_page=True)
+            outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
+            raise AssertionError(f"the widgets did not draw; outputs: {[o[:300] for o in outputs]}; "
+                                 f"console: {page.errors[:5]}; screenshot {shot.name} in the temp folder") from None
         yield page
         browser.close()
 
