@@ -24,7 +24,7 @@ from suvi_fill.files import atomic_writer
 __all__ = ['STORE_DTYPE', 'CLEAN', 'MISSING', 'EMPTY', 'NONFINITE', 'SENTINEL', 'SATURATED', 'UNREADABLE', 'DUPLICATE',
            'QUALITY_NAMES', 'SHARD_SUFFIX', 'CORPUS_FOV_ARCSEC', 'MAGIC', 'PLANE_OFFSET', 'REBUILD_SHARD', 'HASH_CHUNK',
            'shard_name', 'plate_scale', 'solar_radius_pixels', 'ShardWriter', 'ShardFile', 'Shard',
-           'shard_content_digest', 'describe']
+           'shard_content_digest']
 
 # %% ../nbs/suvi_fill/20_dataset.ipynb 4
 #: On-disk dtype of coded frames: <= 0.75 % radiance step from corona to saturation.
@@ -407,9 +407,3 @@ def shard_content_digest(path) -> tuple:
     (text_length,) = struct.unpack("<Q", body[:8])
     digest.update(body[8 + text_length:])
     return header, digest.hexdigest()
-
-# %% ../nbs/suvi_fill/20_dataset.ipynb 36
-def describe(directory) -> list:
-    "The lines `suvi-fill inspect` prints: `suvi_fill.corpus.Corpus.open(directory).describe()`."
-    from suvi_fill.corpus import Corpus
-    return Corpus.open(directory).describe()

@@ -13,6 +13,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from suvi_fill.corpus import Corpus
+
 # %% auto 0
 __all__ = ['DEFAULT_OUT', 'DEMO_DAYS', 'DEMO_OUTAGE_SCALE', 'DEMO_RESOLUTION', 'DEMO_SEED', 'DEMO_SPAN_MIN', 'DEMO_GAPS',
            'DEMO_STRETCH', 'DEMO_TRAIN', 'DEMO_SAMPLES', 'DEMO_SIDES', 'DEMO_FRAMES', 'DEMO_RGB', 'STAGES',
@@ -72,7 +74,7 @@ def _corpus_matches(shards: Path, archive: Path, resolution: int, span_min: int,
 def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESOLUTION, seed: int = DEMO_SEED,
                  progress: bool = True) -> Path:
     "synth -> build -> profile -> inspect into `out`; returns the corpus directory."
-    from suvi_fill import availability, dataset, ingest, sun
+    from suvi_fill import availability, ingest, sun
     out = Path(out)
     archive, shards = out / "archive", out / "shards"
     if _archive_matches(archive, days, resolution, seed):
@@ -93,7 +95,7 @@ def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESO
     model = availability.profile(shards)
     print(f"[profile] {model.slots:,} slots, satellites {model.satellites} -> {shards / availability.AVAILABILITY}")
     print("[inspect]")
-    for line in dataset.describe(shards):
+    for line in Corpus.open(shards).describe():
         print("  " + line)
     return shards
 
