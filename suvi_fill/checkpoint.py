@@ -16,7 +16,7 @@ from suvi_fill.guards import first_nonfinite
 from suvi_fill.outputs import writing
 
 # %% auto 0
-__all__ = ['VERSION', 'NET_DEFAULTS', 'CheckpointError', 'Checkpoint', 'save', 'read']
+__all__ = ['VERSION', 'NET_DEFAULTS', 'ZIP_MAGIC', 'CheckpointError', 'Checkpoint', 'save', 'read']
 
 # %% ../nbs/suvi_fill/45_checkpoint.ipynb 3
 #: Version of the layout below; files without `version` are the seed's layout (version 1).
@@ -56,14 +56,31 @@ def save(path, checkpoint: Checkpoint) -> None:
         torch.save(state, handle)
 
 # %% ../nbs/suvi_fill/45_checkpoint.ipynb 9
+#: The first bytes of a file `torch.save` writes: a zip archive.
+ZIP_MAGIC = b"PK\x03\x04"
+
+
+def _unreadable(path: str, exc: BaseException) -> str:
+    "Why `path` could not be loaded, in a few words (torch's own messages run to paragraphs)."
+    with open(path, "rb") as handle:
+        head = handle.read(len(ZIP_MAGIC))
+    if not head:
+        return "the file is empty"
+    if head != ZIP_MAGIC:
+        return "not a torch checkpoint: it is not a zip archive"
+    first = (str(exc).strip().splitlines() or [""])[0].split(". ")[0]
+    return f"{type(exc).__name__}: {first[:120]}"
+
+
 def _load(path: str, device) -> dict:
     try:
         state = torch.load(path, map_location=device, weights_only=True)
     except FileNotFoundError:
         raise
     except Exception as exc:
-        raise CheckpointError(f"{path}: not a readable filler checkpoint ({type(exc).__name__}: "
-                              f"{' '.join(str(exc).split())[:200]})") from None
+        why = _unreadable(path, exc)
+        raise CheckpointError(f"{path}: not a readable filler checkpoint ({why}); give a last.pt or best.pt "
+                              "the trainer wrote") from None
     if not isinstance(state, dict) or "model" not in state or not isinstance(state.get("args"), dict):
         raise CheckpointError(f"{path}: not a filler checkpoint (needs 'model' and 'args' as the trainer writes)")
     bad = first_nonfinite({"model": state["model"], "optimiser": state.get("optimiser")})

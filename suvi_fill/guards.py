@@ -58,12 +58,12 @@ def culprit(batch: dict) -> str:
     for index in range(batch["when"].shape[0]):
         target_ok = bool(torch.isfinite(batch["target"][index]).all())
         if not (target_ok and bool(torch.isfinite(batch["stack"][index]).all())):
-            part = "its anchors" if target_ok else "its target"
-            return f" from the sample of {where(batch['satellite'][index], batch['when'][index])} (non-finite {part})"
+            part = "its anchor frames hold" if target_ok else "its target frame holds"
+            return f" from the sample of {where(batch['satellite'][index], batch['when'][index])} ({part} NaN or inf)"
     return ""
 
 # %% ../nbs/suvi_fill/47_guards.ipynb 13
-NEXT = ("training stopped before the optimiser step, best.pt and last.pt are as they were; check the corpus "
+NEXT = ("training stopped before the weights took it: best.pt and last.pt are as they were; check the corpus "
         "with suvi-fill inspect --verify and rebuild the damaged shard")
 
 
