@@ -76,8 +76,14 @@ INTERRUPTED, TERMINATED = 130, 143   # 128 + SIGINT, 128 + SIGTERM: what a shell
 
 
 def one_line(exc: BaseException) -> str:
-    "The exception's message on one line (its type's name when it has none)."
-    return " ".join(str(exc).split()) or type(exc).__name__
+    """The exception's message on one line (its type's name when it has none).
+
+    An error raised in a DataLoader worker arrives wrapped in torch's "Caught X in
+    DataLoader worker process N. Original Traceback ..." text: its last line is the message."""
+    text = str(exc)
+    if "Original Traceback" in text:
+        text = text.strip().splitlines()[-1].split(": ", 1)[-1]
+    return " ".join(text.split()) or type(exc).__name__
 
 
 def _say(prog: str, command: str | None, text: str) -> None:

@@ -74,8 +74,13 @@ def _create(lock: Path, command: str) -> bool:
         return False
     holder = dict(pid=os.getpid(), host=socket.gethostname(), command=command,
                   started=time.strftime("%Y-%m-%dT%H:%M:%S"))
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        json.dump(holder, out)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(holder, out)
+    except OSError as exc:                 # a full disk: no empty lock left to block the next writer
+        with contextlib.suppress(OSError):
+            lock.unlink()
+        raise OSError(exc.errno, f"{lock}: could not write the lock ({exc.strerror})") from None
     return True
 
 # %% ../nbs/suvi_fill/05_lock.ipynb 10
