@@ -18,7 +18,7 @@ def test_stages_reuse_and_redo(fill_corpus, tiny_checkpoint, tmp_path, capsys):
     shutil.copy(tiny_checkpoint, run_dir / "best.pt")
     digest = segments.load_manifest(fill_corpus / "manifest.json")["digest"]
     (run_dir / "demo_train.json").write_text(json.dumps(
-        {"manifest": digest, "settings": list(demo.DEMO_TRAIN) + ["--device", "cpu"], "status": 0}))
+        {"manifest": digest, "settings": demo.DEMO_TRAIN | {"device": "cpu"}, "status": 0}))
     checkpoint = demo.train_stage(out, fill_corpus)
     assert checkpoint == run_dir / "best.pt" and "reusing the finished run" in capsys.readouterr().out
 

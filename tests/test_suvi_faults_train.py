@@ -168,7 +168,7 @@ def test_a_second_writer_is_refused_and_a_killed_runs_lock_and_temporaries_are_t
                    str(saved + 1), "--steps-per-epoch", "100000", "--val-samples", "2")
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"took over the lock of pid {first.pid}" in result.stdout
-    assert "removed 3 temporary file(s) an interrupted run left" in result.stdout
+    assert re.search(r"removed \d+ temporary file\(s\) an interrupted run left", result.stdout)   # the killed run may add its own
     assert not any(path.exists() for path in left)
     assert sorted(p.name for p in out.iterdir()) == ["best.pt", "history.jsonl", "last.pt"]
 
@@ -267,6 +267,7 @@ def dead_pid() -> int:
 def hold_lock(directory: Path, pid: int):
     "A lock file in `directory` as `suvi_fill.lock` writes it, held by `pid` on this host."
     import json
+import re
     import socket
     directory.mkdir(parents=True, exist_ok=True)
     (directory / ".suvi-fill.lock").write_text(json.dumps(
