@@ -3,6 +3,7 @@
 pool's first-slice wait and a missing pool directory, and a full disk under the history and the
 checkpoints.  Each runs the real command line on the tiny corpus of `test_suvi_train`."""
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -267,7 +268,6 @@ def dead_pid() -> int:
 def hold_lock(directory: Path, pid: int):
     "A lock file in `directory` as `suvi_fill.lock` writes it, held by `pid` on this host."
     import json
-import re
     import socket
     directory.mkdir(parents=True, exist_ok=True)
     (directory / ".suvi-fill.lock").write_text(json.dumps(
