@@ -286,7 +286,7 @@ def run_search(archive: Path, topology: int | None = None, steps: int = 100, see
     return RunSummary(str(run_id), topology, start_total, best_total, int(anchor.total[0]), step + 1, evaluations,
                       realisations, round(time.perf_counter() - started, 2), best_at)
 
-# %% ../nbs/szrank/33_search.ipynb 23
+# %% ../nbs/szrank/33_search.ipynb 24
 def run_population(archive: Path, topology: int | None, budget: int, seed: int | None = None, run_index: int = 0,
                    progress=None) -> RunSummary:
     """One population-strategy run (`szrank.population`): its run folder in `archive` holds the metadata and
@@ -308,13 +308,13 @@ def run_population(archive: Path, topology: int | None, budget: int, seed: int |
                       result.evaluations, int(result.best_total == 0), result.seconds, result.best_evaluations,
                       "population")
 
-# %% ../nbs/szrank/33_search.ipynb 24
+# %% ../nbs/szrank/33_search.ipynb 25
 def _worker(task):
     "One task in a worker process; progress goes to the queue (the last item of the task)."
     queue = task[-1]
     return _run_here(task[:-1], (lambda k: queue.put(k)) if queue is not None else None)
 
-# %% ../nbs/szrank/33_search.ipynb 25
+# %% ../nbs/szrank/33_search.ipynb 26
 def _plan(strategy: str, runs: int, steps: int | None, budget: int | None, replicas: int, iterations: int) -> int:
     "Checked settings; returns the steps per annealed run (from the budget when --steps is not given)."
     if strategy not in STRATEGIES:
@@ -327,7 +327,7 @@ def _plan(strategy: str, runs: int, steps: int | None, budget: int | None, repli
         raise ConfigError("give --steps or --evaluations (or both: the run ends at whichever comes first)")
     return steps if steps is not None else math.ceil(max(budget - 1, 1) / (1 + max(replicas * iterations, 0)))
 
-# %% ../nbs/szrank/33_search.ipynb 26
+# %% ../nbs/szrank/33_search.ipynb 27
 def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None = None, model: str | None = None,
                  topology: int | None = None, replicas: int = DEFAULT_REPLICAS, iterations: int = DEFAULT_ITERATIONS,
                  workers: int | None = None, shard_events: int = DEFAULT_SHARD_EVENTS,
@@ -352,7 +352,7 @@ def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None =
         bar.close()
     return [RunSummary(**r) for r in results]
 
-# %% ../nbs/szrank/33_search.ipynb 27
+# %% ../nbs/szrank/33_search.ipynb 28
 def _run_here(task, update):
     "One task in this process (the policy, a loaded model, is built per run)."
     archive, topology, steps, seed, index, model, replicas, iterations, shard_events, budget, strategy = task
@@ -362,7 +362,7 @@ def _run_here(task, update):
     return dataclasses.asdict(run_search(Path(archive), topology, steps, seed, index, policy, replicas, iterations,
                                          shard_events, update, budget))
 
-# %% ../nbs/szrank/33_search.ipynb 28
+# %% ../nbs/szrank/33_search.ipynb 29
 def _run_in_workers(tasks, workers: int, bar) -> list[dict]:
     "The tasks in spawned worker processes, progress reported through a queue."
     import multiprocessing
@@ -382,7 +382,7 @@ def _run_in_workers(tasks, workers: int, bar) -> list[dict]:
                 bar.update(queue.get())
             return [f.result() for f in futures]
 
-# %% ../nbs/szrank/33_search.ipynb 29
+# %% ../nbs/szrank/33_search.ipynb 30
 def format_summaries(summaries: list[RunSummary]) -> str:
     "The search command's summary table."
     lines = [f"{'run':<36}  {'topo':>4}  {'start C+I':>9}  {'best C+I':>8}  {'evals':>7}  {'real.':>5}  {'s':>6}"]
@@ -393,7 +393,7 @@ def format_summaries(summaries: list[RunSummary]) -> str:
     lines.append(f"{len(summaries)} runs; best C+I per run: min {min(best)}, median {float(np.median(best)):g}")
     return "\n".join(lines)
 
-# %% ../nbs/szrank/33_search.ipynb 30
+# %% ../nbs/szrank/33_search.ipynb 31
 def search_command(parser: argparse.ArgumentParser):
     """`szrank search --archive DIR [--runs N] [--steps S] [--evaluations E] [--strategy anneal|population] ...`.
 
