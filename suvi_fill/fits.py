@@ -27,9 +27,9 @@ from suvi_fill.files import atomic_write
 # %% auto 0
 __all__ = ['L2_VERSION', 'L2_NAME', 'REQUIRED_KEYS', 'MIN_SIDE', 'MAX_ASPECT', 'PLATE_SCALE_TOLERANCE', 'MAX_FOV_ARCSEC',
            'RADIUS_RANGE_ARCSEC', 'HEADER_CARDS', 'DEFAULT_SAT_THR', 'SENTINEL_VALUE', 'L2Name', 'l2_name',
-           'parse_l2_name', 'L2FormatError', 'L2Header', 'parse_l2_header', 'check_geometry', 'read_l2',
-           'l2_header_values', 'card_image', 'encode_l2', 'write_l2', 'sentinel_fraction', 'world_from_pixel',
-           'pixel_from_world']
+           'parse_l2_name', 'L2FormatError', 'L2Header', 'parse_l2_header', 'check_geometry', 'MapSource', 'is_map',
+           'map_l2_name', 'as_source', 'read_l2_raw', 'read_l2', 'l2_header_values', 'card_image', 'encode_l2',
+           'write_l2', 'sentinel_fraction', 'world_from_pixel', 'pixel_from_world']
 
 # %% ../nbs/suvi_fill/13_fits.ipynb 4
 #: Version string the synthetic archive writes (the real operational one).
@@ -270,10 +270,78 @@ def check_geometry(header: L2Header) -> L2Header:
     return header
 
 # %% ../nbs/suvi_fill/13_fits.ipynb 19
-def read_l2(path) -> tuple:
-    """Read a SUVI L2 composite: `(radiance float32 (rows, cols), L2Header)`; `L2FormatError` (naming the
-    file and the key) if unreadable, or if its geometry cannot be a SUVI frame (`check_geometry`)."""
-    path = Path(path)
+@dataclasses.dataclass(frozen=True)
+class MapSource:
+    "A sunpy `Map` standing in for an L2 file: `name` is the L2 file name it would have."
+    name: str
+    map: object = dataclasses.field(repr=False, compare=False)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def is_map(source) -> bool:
+    "Whether `source` is a sunpy map (or any object with `.data` and `.meta`); sunpy is not imported."
+    return hasattr(source, "data") and hasattr(source, "meta") and not isinstance(source, (str, Path))
+
+# %% ../nbs/suvi_fill/13_fits.ipynb 20
+_GOES = re.compile(r"GOES-?(\d{2})(?!\d)", re.IGNORECASE)
+
+
+def _meta(meta, key: str):
+    "`meta[key]` in any case (sunpy's `MetaDict` is case-blind, a plain dict is not), None when absent."
+    for spelling in (key, key.lower(), key.upper()):
+        if spelling in meta:
+            return meta[spelling]
+    return None
+
+
+def map_l2_name(source) -> str:
+    """The L2 file name of the map `source`: its `FILENAME`, else one made from `WAVELNTH`, `DATE-OBS` and
+    the satellite `TELESCOP`/`OBSRVTRY` names; `L2FormatError` when it cannot be told."""
+    meta = source.meta
+    named = str(_meta(meta, "FILENAME") or "").strip()
+    try:
+        return Path(named).name if parse_l2_name(named) else named
+    except ValueError:
+        pass
+    label = f"map {named or '(no FILENAME)'}"
+    try:
+        band, when = int(float(_meta(meta, "WAVELNTH"))), as_datetime(str(_meta(meta, "DATE-OBS")))
+    except (TypeError, ValueError):
+        raise L2FormatError(f"{label}: no SUVI L2 FILENAME, and WAVELNTH = {_meta(meta, 'WAVELNTH')!r}, "
+                            f"DATE-OBS = {_meta(meta, 'DATE-OBS')!r} do not make one") from None
+    for key in ("TELESCOP", "OBSRVTRY", "OBSERVAT", "PLATFORM"):
+        found = _GOES.search(str(_meta(meta, key) or ""))
+        if found and band in WAVELENGTHS:
+            return l2_name(band, int(found[1]), slot_of(when))
+    raise L2FormatError(f"{label}: band {band} at {when:%Y-%m-%dT%H:%M:%S}: not a SUVI band, or neither "
+                        "FILENAME nor TELESCOP/OBSRVTRY names the GOES satellite")
+
+
+def as_source(source):
+    "`source` as the ingest handles it: a map becomes a `MapSource`; a path or a `MapSource` is returned as is."
+    return MapSource(map_l2_name(source), source) if is_map(source) else source
+
+# %% ../nbs/suvi_fill/13_fits.ipynb 22
+def _map_image(source: MapSource) -> tuple:
+    "`(data, header)` of a map: its data as float32 and its FITS header (sunpy's `fits_header`, else `meta`)."
+    where = source.name
+    try:
+        data = np.asarray(source.map.data, dtype=np.float32)
+        header = getattr(source.map, "fits_header", None)
+        if header is None:
+            header = _fits.Header([(k.upper()[:8], v) for k, v in dict(source.map.meta).items()
+                                   if isinstance(v, (str, int, float, bool)) and k.upper() not in ("COMMENT", "HISTORY")])
+    except (ValueError, TypeError, KeyError) as exc:
+        raise L2FormatError(f"{where}: unreadable map ({' '.join(str(exc).split()) or type(exc).__name__})") from None
+    if data.ndim != 2:
+        raise L2FormatError(f"{where}: the map's data has shape {data.shape}, not a 2-D image")
+    return data, header.copy()
+
+# %% ../nbs/suvi_fill/13_fits.ipynb 23
+def _file_image(path: Path) -> tuple:
+    "`(data, header)` of the first 2-D image HDU of the FITS file `path`, the primary header's keys merged in."
     try:
         with _fits.open(path, memmap=False, lazy_load_hdus=False) as hdus:
             hdu = next((h for h in hdus if h.is_image and h.data is not None and h.data.ndim == 2), None)
@@ -289,9 +357,28 @@ def read_l2(path) -> tuple:
         raise
     except (OSError, ValueError, TypeError, IndexError, KeyError) as exc:
         raise L2FormatError(f"{path.name}: unreadable FITS ({' '.join(str(exc).split()) or type(exc).__name__})") from None
-    return data, check_geometry(parse_l2_header(header, path, data.shape))
+    return data, header
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 21
+# %% ../nbs/suvi_fill/13_fits.ipynb 24
+def read_l2_raw(source) -> tuple:
+    """`(radiance float32 (rows, cols), astropy Header)` of an L2 file, a sunpy map or a `MapSource`, as
+    stored: not parsed, not checked; `L2FormatError` naming the file when there is no image to read."""
+    source = as_source(source)
+    if isinstance(source, MapSource):
+        return _map_image(source)
+    return _file_image(Path(source))
+
+
+def read_l2(source) -> tuple:
+    """Read a SUVI L2 composite (a file, a sunpy map or a `MapSource`): `(radiance float32 (rows, cols),
+    L2Header)`; `L2FormatError` (naming the file and the key) if unreadable, or if its geometry cannot
+    be a SUVI frame (`check_geometry`)."""
+    source = as_source(source)
+    data, header = read_l2_raw(source)
+    return data, check_geometry(parse_l2_header(header, source.name if isinstance(source, MapSource)
+                                                else Path(source), data.shape))
+
+# %% ../nbs/suvi_fill/13_fits.ipynb 26
 #: Header cards in the order and with the comments of the real L2 files.
 HEADER_CARDS = (
     ("EMPTY", "file is empty (not a valid data product)"),
@@ -346,11 +433,11 @@ HEADER_CARDS = (
 #: The saturation radiance the real 195 Å header states (SAT_THR), used when none is given.
 DEFAULT_SAT_THR = SATURATION
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 22
+# %% ../nbs/suvi_fill/13_fits.ipynb 27
 def _iso(value) -> str:
     return as_datetime(value).replace(tzinfo=None).isoformat(timespec="milliseconds")
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 23
+# %% ../nbs/suvi_fill/13_fits.ipynb 28
 def l2_header_values(band: int, satellite: int, when, shape, *, crpix1=None, crpix2=None, cdelt=2.5,
                      crota=0.0, exptime=1.0, dsun_obs=None, empty=False, degraded=False, eclipse=False,
                      **extra) -> dict:
@@ -386,7 +473,7 @@ def l2_header_values(band: int, satellite: int, when, shape, *, crpix1=None, crp
     values.update({key.upper(): value for key, value in extra.items()})
     return values
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 24
+# %% ../nbs/suvi_fill/13_fits.ipynb 29
 _COMMENTS = dict(HEADER_CARDS)
 _ORDER = {key: i for i, (key, _) in enumerate(HEADER_CARDS)}
 
@@ -406,7 +493,7 @@ def _structural_cards(rows: int, cols: int, dtype_str: str) -> str:
     text = header.tostring()
     return "".join(text[i:i + 80] for i in range(0, len(text), 80) if not text[i:i + 80].startswith("END     "))
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 25
+# %% ../nbs/suvi_fill/13_fits.ipynb 30
 def card_image(key: str, value, comment: str = "") -> str:
     """The 80-column card (or cards) of `key = value / comment`, byte-identical to `astropy.io.fits.Card(...).image`.
 
@@ -421,7 +508,7 @@ def card_image(key: str, value, comment: str = "") -> str:
         raise ValueError(f"header key {key}: {value} cannot be written to FITS")
     return _card_image(key, type(value), value, comment)
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 26
+# %% ../nbs/suvi_fill/13_fits.ipynb 31
 @functools.lru_cache(maxsize=16_384)
 def _card_image(key: str, kind: type, value, comment: str) -> str:
     "`card_image`, memoised: most cards of an archive's files repeat (`kind` keeps True apart from 1)."
@@ -434,7 +521,7 @@ def _card_image(key: str, kind: type, value, comment: str) -> str:
         text += f" / {comment}"
     return f"{text[:80]:<80}"
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 27
+# %% ../nbs/suvi_fill/13_fits.ipynb 32
 def encode_l2(radiance, header_values: dict, dtype=np.float32) -> bytes:
     """The bytes of a one-HDU SUVI L2 FITS file holding `radiance` (rows, cols) with `header_values`.
 
@@ -456,7 +543,7 @@ def encode_l2(radiance, header_values: dict, dtype=np.float32) -> bytes:
     payload = data.tobytes()
     return text.encode("ascii") + payload + b"\0" * (-len(payload) % 2880)
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 28
+# %% ../nbs/suvi_fill/13_fits.ipynb 33
 def write_l2(path, radiance, header_values: dict, durable: bool = True, dtype=np.float32) -> Path:
     """Write one SUVI L2 composite to `path` atomically (temporary name, rename).
 
@@ -468,7 +555,7 @@ def write_l2(path, radiance, header_values: dict, durable: bool = True, dtype=np
     atomic_write(path, payload, durable=durable)
     return path
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 31
+# %% ../nbs/suvi_fill/13_fits.ipynb 38
 #: Fill value of the unreadable frames the archive holds (file present, data meaningless).
 SENTINEL_VALUE = -999.0
 
@@ -478,7 +565,7 @@ def sentinel_fraction(data, value: float = SENTINEL_VALUE) -> float:
     data = np.asarray(data)
     return float(np.count_nonzero(data == np.float32(value))) / max(data.size, 1)
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 34
+# %% ../nbs/suvi_fill/13_fits.ipynb 41
 def world_from_pixel(header, row, col) -> tuple:
     "Helioprojective offsets (Tx, Ty) in arcsec of 0-based array pixel(s) `(row, col)`."
     dx = np.asarray(col, dtype=np.float64) + 1.0 - header.crpix1
