@@ -6,8 +6,10 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import json
+import logging
 import math
 import os
 import shutil
@@ -24,7 +26,8 @@ from suvi_fill.lock import directory_lock, remove_leftovers
 
 # %% auto 0
 __all__ = ['NONFINITE_MAX_FRACTION', 'SENTINEL_FRACTION', 'SATURATED_MAX_FRACTION', 'MAX_DEFAULT_RESOLUTION', 'REPORT',
-           'FITS_SUFFIXES', 'STAGING', 'READY', 'vet', 'place', 'find_sources', 'named_os_error', 'build',
+           'FITS_SUFFIXES', 'DASK_SETTLE_SECONDS', 'STAGING', 'READY', 'vet', 'place', 'find_sources',
+           'describe_source', 'shard_task', 'parse_scheduler', 'dask_client', 'named_os_error', 'build',
            'build_command']
 
 # %% ../nbs/suvi_fill/21_ingest.ipynb 4
@@ -87,13 +90,36 @@ REPORT = "build_report.json"
 FITS_SUFFIXES = (".fits", ".fts", ".fit", ".fits.gz")
 
 
+def _sources_of(item, listed: bool) -> list:
+    "The candidates `item` stands for: the FITS files under a directory, a map (as a `MapSource`), a listed file."
+    if fits.is_map(item) or isinstance(item, fits.MapSource):
+        try:
+            return [fits.as_source(item)]
+        except fits.L2FormatError as exc:
+            raise InvalidData(f"--source: {exc}") from None
+    path = Path(item)
+    if path.is_dir():
+        return [p for p in path.rglob("*") if p.is_file() and p.name.lower().endswith(FITS_SUFFIXES)]
+    if listed and path.is_file():
+        return [path]
+    raise OptionError(f"--source {path}: not a directory of SUVI L2 FITS files"
+                      + (" (nor an L2 file)" if listed else ""))
+
+
 def find_sources(source) -> list:
-    "SUVI L2 candidates under `source` (recursively), sorted by name."
-    source = Path(source)
-    if not source.is_dir():
-        raise OptionError(f"--source {source}: not a directory of SUVI L2 FITS files")
-    return sorted((p for p in source.rglob("*") if p.is_file() and p.name.lower().endswith(FITS_SUFFIXES)),
+    """SUVI L2 candidates of `source`, sorted by name: the FITS files under a directory (recursively), a
+    sunpy map, or a list of directories, files and maps (a map becomes a `fits.MapSource`)."""
+    items = list(source) if isinstance(source, (list, tuple)) else [source]
+    return sorted((found for item in items for found in _sources_of(item, isinstance(source, (list, tuple)))),
                   key=lambda p: (p.name, str(p)))
+
+
+def describe_source(source, found) -> str:
+    "How the build report names `source`: the directory, or for maps and lists the count and the first and last names."
+    if isinstance(source, (str, os.PathLike)):
+        return str(source)
+    ends = f"{found[0].name} .. {found[-1].name}" if len(found) > 1 else (found[0].name if found else "nothing")
+    return f"{len(found)} maps and files: {ends}"
 
 # %% ../nbs/suvi_fill/21_ingest.ipynb 12
 def _group_sources(files, report) -> dict:
@@ -124,7 +150,8 @@ def _write_shard(path, day, satellite, resolution, members, report, bar) -> None
         writer = dataset.ShardWriter(path, day, satellite, resolution)
         for slot, band, source in sorted(members, key=lambda g: (g[0], g[1])):
             _ingest_one(writer, slot, band, source, resolution, report)
-            bar.update(1)
+            if bar is not None:
+                bar.update(1)
         report["reasons"]["duplicate"] += writer.duplicates
         writer.commit()
     except BaseException as exc:
@@ -135,34 +162,139 @@ def _write_shard(path, day, satellite, resolution, members, report, bar) -> None
         raise
 
 # %% ../nbs/suvi_fill/21_ingest.ipynb 14
-def _write_shards(out, groups, days, satellites, resolution, report, progress) -> list:
-    """One shard per (day, satellite) of `days` x `satellites` into `out` (a day without files gets
-    an all-MISSING shard).  Returns the names written."""
-    from tqdm.auto import tqdm
-    written = []
-    bar = tqdm(total=sum(len(v) for v in groups.values()), desc="ingest", unit="file", disable=not progress)
-    for day in days:
-        for satellite in satellites:
-            name = dataset.shard_name(day, satellite)
-            _write_shard(out / name, day, satellite, resolution, groups.get((day, satellite), []), report, bar)
-            written.append(name)
-    bar.close()
-    return written
+def _report_part() -> dict:
+    "The per-shard share of a build report: what `_ingest_one` and `_write_shard` count."
+    return {"unreadable": [], "reasons": {name: 0 for name in dataset.QUALITY_NAMES if name != "missing"},
+            "degraded": 0, "defaulted_keys": {}}
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 15
+
+def shard_task(path, day, satellite, resolution, members, bar=None) -> dict:
+    """Write the shard of (`day`, `satellite`) at `path` from `members` [(slot, band, source)]; returns its
+    part of the build report.  The unit of work of a serial build and of a Dask worker alike."""
+    part = _report_part()
+    _write_shard(Path(path), day, satellite, resolution, members, part, bar)
+    return part
+
+
+def _merge(report: dict, part: dict) -> None:
+    "Add a shard's `part` to `report` (in shard order, so the report is the serial build's)."
+    report["unreadable"].extend(part["unreadable"])
+    for key, count in part["reasons"].items():
+        report["reasons"][key] += count
+    report["degraded"] += part["degraded"]
+    for key, count in part["defaulted_keys"].items():
+        report["defaulted_keys"][key] = report["defaulted_keys"].get(key, 0) + count
+
+# %% ../nbs/suvi_fill/21_ingest.ipynb 17
+def _jobs(out, groups, days, satellites, resolution) -> list:
+    "The shard tasks of a build: `(path, day, satellite, resolution, members)` for every day x satellite, in order."
+    return [(out / dataset.shard_name(day, satellite), day, satellite, resolution, groups.get((day, satellite), []))
+            for day in days for satellite in satellites]
+
+
+def _write_shards(out, groups, days, satellites, resolution, report, progress, scheduler=None) -> list:
+    """One shard per (day, satellite) of `days` x `satellites` into `out` (a day without files gets
+    an all-MISSING shard), serially or on the Dask `scheduler`.  Returns the names written."""
+    from tqdm.auto import tqdm
+    jobs = _jobs(out, groups, days, satellites, resolution)
+    with tqdm(total=sum(len(v) for v in groups.values()), desc="ingest", unit="file", disable=not progress) as bar:
+        if scheduler is None:
+            parts = [shard_task(*job, bar=bar) for job in jobs]
+        else:
+            parts = _dask_shards(scheduler, jobs, bar)
+    for part in parts:
+        _merge(report, part)
+    return [job[0].name for job in jobs]
+
+# %% ../nbs/suvi_fill/21_ingest.ipynb 19
+#: How long a failed Dask build waits for its running tasks to stop before removing the staging directory, s.
+DASK_SETTLE_SECONDS = 120.0
+
+
+def parse_scheduler(scheduler: str) -> tuple:
+    "`('local', N)` for `local:N` (`local`: one worker per core), else `('address', scheduler)`; `OptionError` if unusable."
+    text = str(scheduler).strip()
+    if text == "local" or text.startswith("local:"):
+        count = text.partition(":")[2] or str(os.cpu_count() or 1)
+        if not count.isdigit() or int(count) < 1:
+            raise OptionError(f"--scheduler {text}: local:N needs N, the number of worker processes, at least 1")
+        return "local", int(count)
+    if not text or any(c.isspace() for c in text):
+        raise OptionError(f"--scheduler {text!r}: give a scheduler address (tcp://host:8786) or local:N")
+    return "address", text
+
+# %% ../nbs/suvi_fill/21_ingest.ipynb 21
+@contextlib.contextmanager
+def dask_client(scheduler: str):
+    "A `distributed.Client` of `scheduler` (`local:N` starts and, on leaving, stops a local cluster)."
+    kind, value = parse_scheduler(scheduler)
+    try:
+        import distributed
+    except ImportError:
+        raise OptionError(f"--scheduler {scheduler}: needs dask.distributed, which the suvi_fill extra brings "
+                          "(pip install 'suvi-szrank[suvi_fill]')") from None
+    if kind == "local":
+        cluster = distributed.LocalCluster(n_workers=value, threads_per_worker=1, processes=True,
+                                           dashboard_address=None, silence_logs=logging.ERROR)
+        with cluster, distributed.Client(cluster) as client:
+            yield client
+        return
+    try:
+        client = distributed.Client(value, timeout="20s")
+    except (OSError, TimeoutError) as exc:
+        raise OptionError(f"--scheduler {value}: no Dask scheduler answers there ({_one_line(exc)[:160]})") from None
+    with client:
+        yield client
+
+# %% ../nbs/suvi_fill/21_ingest.ipynb 22
+def _settle(client, futures, timeout: float = DASK_SETTLE_SECONDS) -> None:
+    "Cancel `futures` and wait until no worker still runs one of them (at most `timeout` s)."
+    keys = {future.key for future in futures}
+    client.cancel(futures)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        running = {key for tasks in client.processing().values() for key in tasks}
+        if not keys & running:
+            return
+        time.sleep(0.2)
+
+
+def _dask_shards(scheduler: str, jobs: list, bar) -> list:
+    "Run `shard_task` for every job on the cluster of `scheduler`; the parts in job order (the first failure raised)."
+    from distributed import as_completed
+    # Workers may run elsewhere (another directory, another machine on shared storage): absolute paths.
+    jobs = [(Path(path).absolute(), day, satellite, resolution,
+             [(slot, band, source if isinstance(source, fits.MapSource) else Path(source).absolute())
+              for slot, band, source in members])
+            for path, day, satellite, resolution, members in jobs]
+    with dask_client(scheduler) as client:
+        futures = [client.submit(shard_task, *job, pure=False) for job in jobs]
+        order = {future.key: i for i, future in enumerate(futures)}
+        parts = [None] * len(jobs)
+        try:
+            for future in as_completed(futures):
+                i = order[future.key]
+                parts[i] = future.result()
+                bar.update(len(jobs[i][4]))
+        except BaseException:
+            _settle(client, futures)
+            raise
+    return parts
+
+# %% ../nbs/suvi_fill/21_ingest.ipynb 23
 #: Where a build writes its shards, manifest and report, inside the corpus directory (same file system).
 STAGING = ".build"
 #: `STAGING` renamed once everything is written: from then on the build is whole and only has to be switched in.
 READY = ".build.ready"
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 16
+# %% ../nbs/suvi_fill/21_ingest.ipynb 24
 def named_os_error(exc: OSError, path) -> OSError:
     "`exc`, or when the system named no file (a write on a full disk) an `OSError` of the same errno naming `path`."
     if exc.filename is not None:
         return exc
     return OSError(exc.errno, f"{exc.strerror or exc} while writing {path}; the previous corpus is unchanged")
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 18
+# %% ../nbs/suvi_fill/21_ingest.ipynb 26
 def _switch(out: Path, ready: Path) -> None:
     """Move the whole build in `ready` over the corpus in `out`: shards and report, then the manifest,
     then remove the shards it does not list and `ready`.  Repeatable after a kill at any step."""
@@ -178,7 +310,7 @@ def _switch(out: Path, ready: Path) -> None:
             stale.unlink()
     shutil.rmtree(ready)
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 19
+# %% ../nbs/suvi_fill/21_ingest.ipynb 27
 def _recover(out: Path, log=print) -> None:
     "Finish the switch of a build killed after it was whole; remove one killed while staging."
     if (out / READY / segments.MANIFEST).exists():
@@ -189,7 +321,7 @@ def _recover(out: Path, log=print) -> None:
             shutil.rmtree(partial)
             log(f"{out}: removed {partial.name}, the unfinished build of an interrupted run")
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 21
+# %% ../nbs/suvi_fill/21_ingest.ipynb 29
 def _verify_written(directory: Path, names) -> None:
     "Re-hash each shard `names` in `directory` as read back from disk; `InvalidData` naming the first that differs."
     for name in names:
@@ -198,11 +330,12 @@ def _verify_written(directory: Path, names) -> None:
             raise InvalidData(f"{directory / name}: read back with content hash {content[:12]}, written as "
                               f"{header[:12]}: the disk lost the write; the previous corpus is unchanged")
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 22
-def _stage(staging: Path, groups, days, satellites, resolution, report, progress, span_min, split_stretch) -> None:
-    "Write the whole build into `staging`: the shards, then the report, then the manifest."
+# %% ../nbs/suvi_fill/21_ingest.ipynb 30
+def _stage(staging: Path, groups, days, satellites, resolution, report, progress, span_min, split_stretch,
+           scheduler=None) -> None:
+    "Write the whole build into `staging`: the shards (here or on the Dask `scheduler`), then the report, then the manifest."
     staging.mkdir(parents=True)
-    written = _write_shards(staging, groups, days, satellites, resolution, report, progress)
+    written = _write_shards(staging, groups, days, satellites, resolution, report, progress, scheduler)
     _verify_written(staging, written)
     report.update({"resolution": resolution, "days": days, "satellites": satellites, "shards": len(written)})
     shards = segments.open_shards(staging, written)
@@ -219,10 +352,14 @@ def _stage(staging: Path, groups, days, satellites, resolution, report, progress
         except OSError as exc:
             raise named_os_error(exc, staging / name) from None
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 24
+# %% ../nbs/suvi_fill/21_ingest.ipynb 32
 def build(source, out, resolution=None, progress: bool = True, span_min: int = segments.SPAN_MIN,
-          split_stretch: int = 0, log=print) -> dict:
+          split_stretch: int = 0, log=print, scheduler: str | None = None) -> dict:
     """Ingest every SUVI L2 file under `source` into shards and a manifest in `out`; returns the build report.
+
+    `source`: a directory (searched recursively), a sunpy map, or a list of directories, files and maps.
+    `scheduler`: None builds here, one shard after the other; `local:N` or a scheduler's address
+    builds the shards on a Dask cluster (see above), with the same result.
 
     `split_stretch` (slots): the splits take whole stretches at least this long
     (`segments.assign_splits`); 0 assigns the time blocks as they are.  Holds `out`'s lock, and
@@ -232,13 +369,15 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
     `OSError` naming the file when a write fails."""
     started = time.perf_counter()
     out = Path(out)
+    if scheduler is not None:
+        parse_scheduler(scheduler)                      # refuse a bad address before any work
     files = find_sources(source)
-    report = {"source": str(source), "files": len(files), "skipped": [], "unreadable": [],
+    report = {"source": describe_source(source, files), "files": len(files), "skipped": [], "unreadable": [],
               "reasons": {name: 0 for name in dataset.QUALITY_NAMES if name != "missing"},
               "degraded": 0, "defaulted_keys": {}}
     groups = _group_sources(files, report)
     if not groups:
-        raise MissingData(f"--source {source}: no SUVI L2 files (dr_suvi-l2-ci*_g*_s*_e*_v*.fits) found")
+        raise MissingData(f"--source {report['source']}: no SUVI L2 files (dr_suvi-l2-ci*_g*_s*_e*_v*.fits) found")
     resolution = int(_source_resolution(groups) if resolution is None else resolution)
     if not 8 <= resolution <= 4096:
         raise OptionError(f"--resolution {resolution}: must be between 8 and 4096 pixels")
@@ -249,7 +388,8 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
         remove_leftovers(out, log=log)
         _recover(out, log)
         try:
-            _stage(out / STAGING, groups, days, satellites, resolution, report, progress, span_min, split_stretch)
+            _stage(out / STAGING, groups, days, satellites, resolution, report, progress, span_min, split_stretch,
+                   scheduler)
             os.replace(out / STAGING, out / READY)
         except BaseException:
             shutil.rmtree(out / STAGING, ignore_errors=True)
@@ -257,11 +397,12 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
         _switch(out, out / READY)
         elapsed = time.perf_counter() - started
         report.update({"clean_frames": report["reasons"]["clean"], "seconds": round(elapsed, 3),
+                       "scheduler": scheduler or "serial",
                        "files_per_second": round(len(files) / elapsed, 2) if elapsed > 0 else None})
         atomic_write_json(out / REPORT, report)
     return report
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 25
+# %% ../nbs/suvi_fill/21_ingest.ipynb 33
 def _source_resolution(groups) -> int:
     for members in groups.values():
         for _, _, path in members:
@@ -272,7 +413,7 @@ def _source_resolution(groups) -> int:
             return min(MAX_DEFAULT_RESOLUTION, int(header.shape[1]))
     raise MissingData("no readable SUVI L2 file to take the corpus resolution from; give --resolution")
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 26
+# %% ../nbs/suvi_fill/21_ingest.ipynb 34
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -284,7 +425,7 @@ def _quarantine(writer, slot, b, path, reason: str, report) -> None:
     report["reasons"]["unreadable"] += 1
     writer.mark(slot, b, dataset.UNREADABLE)
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 27
+# %% ../nbs/suvi_fill/21_ingest.ipynb 35
 def _read_frame(path, slot: int) -> tuple:
     "`(radiance, header)` of the file `path` for `slot`; `L2FormatError`/`OSError` naming the file and key."
     data, header = fits.read_l2(path)
@@ -293,7 +434,7 @@ def _read_frame(path, slot: int) -> tuple:
                                  f"slot of the file name ({paths.time_of(slot):%H:%M})")
     return data, header
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 28
+# %% ../nbs/suvi_fill/21_ingest.ipynb 36
 def _ingest_one(writer, slot, band, path, resolution, report) -> None:
     "Read, vet and place one file into `writer`; an unreadable or misplaced one is quarantined, never fatal."
     b = paths.BAND_INDEX[band]
@@ -322,7 +463,7 @@ def _ingest_one(writer, slot, band, path, resolution, report) -> None:
         writer.mark(slot, b, code)
     report["reasons"][dataset.QUALITY_NAMES[code]] += 1
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 30
+# %% ../nbs/suvi_fill/21_ingest.ipynb 38
 def build_command(parser):
     "`suvi-fill build --source DIR --out SHARDS [--resolution PX]`."
     parser.add_argument("--source", required=True, type=Path, help="directory of SUVI L2 FITS files (searched recursively)")
@@ -335,17 +476,21 @@ def build_command(parser):
                         help="assign the splits whole stretches of at least this many slots, so each can "
                              "bracket a gap of half that (601 for the bench's 300-slot gap; default 0: "
                              "time blocks as they are)")
+    parser.add_argument("--scheduler", default=None,
+                        help="build the shards on a Dask cluster: a scheduler address (tcp://host:8786; the corpus "
+                             "directory and the sources on storage every worker sees) or local:N for N worker "
+                             "processes here (default: serial, here)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     def run(args) -> int:
         if args.split_stretch < 0:
             raise OptionError(f"--split-stretch {args.split_stretch}: must be 0 or a positive slot count")
         report = build(args.source, args.out, args.resolution, progress=not args.no_progress, span_min=args.span_min,
-                       split_stretch=args.split_stretch)
+                       split_stretch=args.split_stretch, scheduler=args.scheduler)
         reasons = ", ".join(f"{k} {v}" for k, v in report["reasons"].items() if v)
         print(f"built {report['shards']} shards ({len(report['days'])} days x satellites "
               f"{report['satellites']}) at {report['resolution']} px from {report['files']} files "
-              f"in {report['seconds']:.1f} s ({report['files_per_second']} files/s)")
+              f"in {report['seconds']:.1f} s ({report['files_per_second']} files/s, {report['scheduler']})")
         print(f"  frames: {reasons}; degraded kept {report['degraded']}")
         print(f"  segments: " + ", ".join(f"{k} {v}" for k, v in report["segments"].items()))
         for entry in report["unreadable"][:10]:
