@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import math
 import os
@@ -29,7 +30,7 @@ __all__ = ['MOVE_COUNT', 'SCALE_COUNT', 'MOVE_NAMES', 'STEPS', 'BLENDS', 'TEMPER
            'POLICY_TEMPERATURE', 'UNIFORM_FLOOR', 'START_ATTEMPTS', 'DEFAULT_REPLICAS', 'DEFAULT_ITERATIONS',
            'DEFAULT_SHARD_EVENTS', 'STRATEGIES', 'apply_move', 'UniformPolicy', 'RankerPolicy', 'draw', 'RunSummary',
            'temperature_at', 'random_start', 'rollout', 'run_search', 'run_population', 'run_searches',
-           'format_summaries', 'search_command']
+           'cluster_client', 'format_summaries', 'search_command']
 
 # %% ../nbs/szrank/33_search.ipynb 3
 MOVE_COUNT = 5
@@ -331,25 +332,29 @@ def _plan(strategy: str, runs: int, steps: int | None, budget: int | None, repli
 def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None = None, model: str | None = None,
                  topology: int | None = None, replicas: int = DEFAULT_REPLICAS, iterations: int = DEFAULT_ITERATIONS,
                  workers: int | None = None, shard_events: int = DEFAULT_SHARD_EVENTS,
-                 show_progress: bool = True, budget: int | None = None, strategy: str = "anneal") -> list[RunSummary]:
-    "`runs` search runs into `archive`, in worker processes; summaries in run order."
+                 show_progress: bool = True, budget: int | None = None, strategy: str = "anneal",
+                 scheduler: str | None = None) -> list[RunSummary]:
+    """`runs` search runs into `archive`, in worker processes or, with `scheduler` (an address, or `local:N`),
+    as futures on a Dask cluster; summaries in run order."""
     from tqdm.auto import tqdm
     steps = _plan(strategy, runs, steps, budget, replicas, iterations)
     if model:
         RankerPolicy(model)                                  # fail fast on a bad model file
     Path(archive).mkdir(parents=True, exist_ok=True)
     workers = max(1, min(runs, workers or os.cpu_count() or 1))
-    unit, total = ("evaluation", runs * budget) if strategy == "population" else ("step", runs * steps)
-    bar = tqdm(total=total, desc=f"szrank search ({strategy})", unit=unit, disable=not show_progress)
+    unit, total = ("evaluation", runs * budget) if strategy != "anneal" else ("step", runs * steps)
     tasks = [(str(archive), topology, steps, seed, i, model, replicas, iterations, shard_events, budget, strategy)
              for i in range(runs)]
-    try:
-        if workers == 1:
+    with contextlib.ExitStack() as stack:
+        client = cluster_client(scheduler, stack) if scheduler else None      # refused before any output
+        bar = stack.enter_context(tqdm(total=total, desc=f"szrank search ({strategy})", unit=unit,
+                                       disable=not show_progress))
+        if client is not None:
+            results = _run_on_cluster(tasks, client, bar)
+        elif workers == 1:
             results = [_run_here(task, bar.update) for task in tasks]
         else:
             results = _run_in_workers(tasks, workers, bar)
-    finally:
-        bar.close()
     return [RunSummary(**r) for r in results]
 
 # %% ../nbs/szrank/33_search.ipynb 28
@@ -382,7 +387,40 @@ def _run_in_workers(tasks, workers: int, bar) -> list[dict]:
                 bar.update(queue.get())
             return [f.result() for f in futures]
 
-# %% ../nbs/szrank/33_search.ipynb 30
+# %% ../nbs/szrank/33_search.ipynb 31
+def cluster_client(scheduler: str, stack: contextlib.ExitStack):
+    "A `dask.distributed.Client` for `scheduler` (`local:N`: a local cluster of N processes), closed by `stack`."
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise ConfigError(f"--scheduler {scheduler}: needs dask.distributed, which is not installed "
+                          "(pip install \"dask[distributed]\")") from None
+    if scheduler.startswith("local:"):
+        count = scheduler.partition(":")[2]
+        if not count.isdigit() or int(count) < 1:
+            raise ConfigError(f"--scheduler {scheduler!r}: local:N needs a positive number of workers N")
+        cluster = stack.enter_context(LocalCluster(n_workers=int(count), threads_per_worker=1, processes=True,
+                                                   dashboard_address=None))
+        return stack.enter_context(Client(cluster))
+    try:
+        return stack.enter_context(Client(scheduler, timeout="10s"))
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ConfigError(f"--scheduler {scheduler}: cannot reach the Dask scheduler "
+                          f"({' '.join(str(exc).split())[:200]})") from None
+
+# %% ../nbs/szrank/33_search.ipynb 32
+def _run_on_cluster(tasks, client, bar) -> list[dict]:
+    "The tasks as futures on a Dask cluster (one task per run); progress advances as runs finish."
+    from dask.distributed import as_completed
+    batch = uuid.uuid4().hex[:8]
+    futures = [client.submit(_run_here, task, None, key=f"szrank-search-{batch}-{k}", pure=False)
+               for k, task in enumerate(tasks)]
+    for future in as_completed(futures):
+        result = future.result()                           # a run's error is raised here, as it would be locally
+        bar.update(result["evaluations"] if result["strategy"] != "anneal" else result["steps"])
+    return [f.result() for f in futures]
+
+# %% ../nbs/szrank/33_search.ipynb 33
 def format_summaries(summaries: list[RunSummary]) -> str:
     "The search command's summary table."
     lines = [f"{'run':<36}  {'topo':>4}  {'start C+I':>9}  {'best C+I':>8}  {'evals':>7}  {'real.':>5}  {'s':>6}"]
@@ -393,9 +431,9 @@ def format_summaries(summaries: list[RunSummary]) -> str:
     lines.append(f"{len(summaries)} runs; best C+I per run: min {min(best)}, median {float(np.median(best)):g}")
     return "\n".join(lines)
 
-# %% ../nbs/szrank/33_search.ipynb 31
+# %% ../nbs/szrank/33_search.ipynb 34
 def search_command(parser: argparse.ArgumentParser):
-    """`szrank search --archive DIR [--runs N] [--steps S] [--evaluations E] [--strategy anneal|population] ...`.
+    """`szrank search --archive DIR [--runs N] [--steps S] [--evaluations E] [--strategy S] [--scheduler A] ...`.
 
     Prints the summary table, then for each run `best C+I <n> after <e> evaluations` (e: when first reached)."""
     parser.add_argument("--archive", required=True, type=Path, help="the .sztd archive folder to add runs to")
@@ -412,17 +450,22 @@ def search_command(parser: argparse.ArgumentParser):
     parser.add_argument("--replicas", type=int, default=DEFAULT_REPLICAS, help="parallel rollout chains per proposal")
     parser.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS, help="rollout iterations per replica")
     parser.add_argument("--workers", type=int, help="worker processes (default: one per core, at most --runs)")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="run the runs on a Dask cluster: a scheduler address, or local:N for N local worker "
+                             "processes (the archive must be on a file system every worker sees)")
     parser.add_argument("--split-runs-out", type=Path, metavar="FILE",
                         help="write the first four runs as a train/validation/test/stress --split-runs file")
 
     def run(args) -> int:
         if args.model and not Path(args.model).is_file():
             raise ConfigError(f"--model {args.model}: no such file")
+        if args.scheduler and args.workers:
+            raise ConfigError("--workers and --scheduler exclude each other (local:N sets the number of workers)")
         if args.split_runs_out and args.runs < 4:
             raise ConfigError("--split-runs-out needs at least 4 runs (train, validation, test, stress)")
         summaries = run_searches(args.archive, args.runs, args.steps, args.seed, args.model, args.topology,
                                  args.replicas, args.iterations, args.workers, budget=args.evaluations,
-                                 strategy=args.strategy)
+                                 strategy=args.strategy, scheduler=args.scheduler)
         print(format_summaries(summaries), flush=True)
         for s in summaries:
             print(f"best C+I {s.best_total} after {s.best_evaluations} evaluations", flush=True)
