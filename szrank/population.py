@@ -71,12 +71,16 @@ def _should_restart(best: float, iteration: int, unit: int) -> bool:
 class _Population:
     "One (re)start's members and costs."
 
-    def __init__(self, rng, L, clusters: int):
-        draws = rng.standard_normal((clusters * EXTRA_DRAWS, 3 * FACE_COUNT))
-        cost = costs(draws, L)
+    def __init__(self, rng, L, clusters: int, symmetry=None):
+        self.symmetry = symmetry                   # members are reduced parameters y, costed as symmetry.expand(y)
+        draws = rng.standard_normal((clusters * EXTRA_DRAWS, symmetry.dimension if symmetry else 3 * FACE_COUNT))
+        cost = self.costs(draws, L)
         keep = np.argsort(cost, kind="stable")[:clusters]
         self.x, self.cost, self.used = draws[keep], cost[keep], len(draws)
         self.best, self.iteration = math.inf, 0
+
+    def costs(self, y, L) -> np.ndarray:
+        return costs(self.symmetry.expand(y) if self.symmetry is not None else y, L)
 
     def step(self, rng, L, sigma: float, beta: float) -> int:
         "One iteration: every member proposes once; returns the evaluations used."
@@ -86,7 +90,7 @@ class _Population:
         far = self.cost > self.best * SLACK
         source[far] = rng.integers(clusters, size=int(far.sum()))
         proposal = (self.x[source] + rng.normal(0.0, sigma, self.x.shape)) * beta
-        cost = costs(proposal, L)
+        cost = self.costs(proposal, L)
         slack = np.where(np.arange(clusters) == leader, 1.0, SLACK)
         accept = (cost <= self.best * slack) | (cost < self.cost)
         self.x[accept], self.cost[accept] = proposal[accept], cost[accept]
@@ -95,11 +99,13 @@ class _Population:
 # %% ../nbs/szrank/37_population.ipynb 13
 def population_search(topology: int, evaluations: int, seed: int | None = None, clusters: int = CLUSTERS,
                       sigma: float = SIGMA, beta: float = BETA, iterations: int = ITERATIONS,
-                      progress=None) -> PopulationResult:
-    """Run the population strategy on `topology` until `evaluations` configurations were counted (or C+I = 0).
+                      progress=None, symmetry=None, target: int = 0) -> PopulationResult:
+    """Run the population strategy on `topology` until `evaluations` configurations were counted (or C+I <=
+    `target`, by default 0: a realisation).
 
     With `seed` the run is a deterministic function of it.  `progress(k)` is called with the evaluations of
-    each batch."""
+    each batch.  With `symmetry` (a `szrank.symmetry.Symmetry` of this topology) the members are its reduced
+    parameters and every configuration is symmetric."""
     if not 0 <= topology < TOPOLOGY_COUNT:
         raise ConfigError(f"topology must be 0..{TOPOLOGY_COUNT - 1}, not {topology}")
     if evaluations <= 0 or clusters < 2 or not (sigma > 0 and 0 < beta <= 1) or iterations <= 0:
@@ -107,8 +113,10 @@ def population_search(topology: int, evaluations: int, seed: int | None = None, 
                           f"{evaluations}, {clusters}, {sigma}, {beta}, {iterations}")
     rng, L, started = np.random.default_rng(seed), layout(topology), time.perf_counter()
     best, best_x, best_at, used, restarts, history = math.inf, None, 0, 0, -1, []
-    while used < evaluations and best > 0:
-        population = _Population(rng, L, clusters)
+    if symmetry is not None and symmetry.topology != topology:
+        raise ConfigError(f"the symmetry is one of topology {symmetry.topology}, not of {topology}")
+    while used < evaluations and best > target:
+        population = _Population(rng, L, clusters, symmetry)
         used, restarts = used + population.used, restarts + 1
         if progress is not None:
             progress(population.used)
@@ -119,12 +127,12 @@ def population_search(topology: int, evaluations: int, seed: int | None = None, 
             if population.cost[leader] < best:
                 best, best_x, best_at = float(population.cost[leader]), population.x[leader].copy(), used
                 history.append((used, int(best)))
-            if best == 0 or used >= evaluations or _should_restart(population.best, population.iteration, iterations):
+            if best <= target or used >= evaluations or _should_restart(population.best, population.iteration, iterations):
                 break
             step = population.step(rng, L, sigma, beta)
             used += step
             if progress is not None:
                 progress(step)
-    normals, offsets = planes_from_x(best_x)
+    normals, offsets = planes_from_x(symmetry.expand(best_x) if symmetry is not None else best_x)
     return PopulationResult(topology, seed, int(best), best_at, used, restarts,
                             round(time.perf_counter() - started, 2), normals, offsets, history)

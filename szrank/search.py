@@ -46,7 +46,8 @@ START_ATTEMPTS = 1000                # random starts drawn until one has no dege
 DEFAULT_REPLICAS = 4
 DEFAULT_ITERATIONS = 8
 DEFAULT_SHARD_EVENTS = 256
-STRATEGIES = ("anneal", "population")   # single-plane annealing (logs every proposal) | the public solver's optimiser
+STRATEGIES = ("anneal", "population", "symmetric")   # single-plane annealing (logs every proposal) | the public
+                                                     # solver's optimiser | the same on the topology's symmetric planes
 
 # %% ../nbs/szrank/33_search.ipynb 4
 def _rotate(vector, axis, angle):
@@ -289,25 +290,31 @@ def run_search(archive: Path, topology: int | None = None, steps: int = 100, see
 
 # %% ../nbs/szrank/33_search.ipynb 24
 def run_population(archive: Path, topology: int | None, budget: int, seed: int | None = None, run_index: int = 0,
-                   progress=None) -> RunSummary:
-    """One population-strategy run (`szrank.population`): its run folder in `archive` holds the metadata and
-    `best.obj`, and no proposal events (it makes no single-plane moves for the ranker to learn)."""
+                   progress=None, symmetric: bool = False) -> RunSummary:
+    """One population-strategy run (`szrank.population`; with `symmetric`, on the planes of the topology's
+    largest cyclic symmetry, `szrank.symmetry`): its run folder in `archive` holds the metadata and `best.obj`,
+    and no proposal events (it makes no single-plane moves for the ranker to learn)."""
     from szrank.obj import write_obj
     from szrank.population import population_search
-    # a third entropy word: the same (seed, run index) as an annealed run must not give the same run id
-    rng = np.random.default_rng(np.random.SeedSequence([seed, run_index, 1] if seed is not None else None))
+    from szrank.symmetry import symmetry_of
+    # a third entropy word: the same (seed, run index) as another strategy's run must not give the same run id
+    rng = np.random.default_rng(np.random.SeedSequence([seed, run_index, 1 + symmetric] if seed is not None else None))
     run_id = uuid.UUID(bytes=rng.bytes(16), version=4)
     if topology is None:
         topology = int(rng.integers(TOPOLOGY_COUNT))
-    result = population_search(topology, budget, int(rng.integers(2 ** 63)), progress=progress)
-    metadata = dict(topology=topology, seed=seed, run_index=run_index, strategy="population", budget=budget,
+    symmetry = symmetry_of(topology) if symmetric else None
+    result = population_search(topology, budget, int(rng.integers(2 ** 63)), progress=progress, symmetry=symmetry)
+    strategy = "symmetric" if symmetric else "population"
+    metadata = dict(topology=topology, seed=seed, run_index=run_index, strategy=strategy, budget=budget,
                     best_total=result.best_total, best_evaluations=result.best_evaluations,
                     evaluations=result.evaluations, restarts=result.restarts, history=result.history)
+    if symmetry is not None:
+        metadata.update(symmetry=symmetry.name, symmetry_permutation=list(symmetry.permutation))
     with RunWriter(Path(archive), run_id, metadata) as writer:
         write_obj(writer.directory / "best.obj", result.normals, result.offsets, topology)
     return RunSummary(str(run_id), topology, result.history[0][1], result.best_total, result.best_total, 0,
                       result.evaluations, int(result.best_total == 0), result.seconds, result.best_evaluations,
-                      "population")
+                      strategy)
 
 # %% ../nbs/szrank/33_search.ipynb 25
 def _worker(task):
@@ -322,8 +329,8 @@ def _plan(strategy: str, runs: int, steps: int | None, budget: int | None, repli
         raise ConfigError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     if runs <= 0 or (steps is not None and steps <= 0) or (budget is not None and budget <= 0):
         raise ConfigError(f"--runs, --steps and --evaluations must be positive, got {runs}, {steps} and {budget}")
-    if strategy == "population" and budget is None:
-        raise ConfigError("--strategy population needs --evaluations (its budget ends the run)")
+    if strategy != "anneal" and budget is None:
+        raise ConfigError(f"--strategy {strategy} needs --evaluations (its budget ends the run)")
     if steps is None and budget is None:
         raise ConfigError("give --steps or --evaluations (or both: the run ends at whichever comes first)")
     return steps if steps is not None else math.ceil(max(budget - 1, 1) / (1 + max(replicas * iterations, 0)))
@@ -361,8 +368,9 @@ def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None =
 def _run_here(task, update):
     "One task in this process (the policy, a loaded model, is built per run)."
     archive, topology, steps, seed, index, model, replicas, iterations, shard_events, budget, strategy = task
-    if strategy == "population":
-        return dataclasses.asdict(run_population(Path(archive), topology, budget, seed, index, update))
+    if strategy != "anneal":
+        return dataclasses.asdict(run_population(Path(archive), topology, budget, seed, index, update,
+                                                 symmetric=strategy == "symmetric"))
     policy = RankerPolicy(model) if model else UniformPolicy()
     return dataclasses.asdict(run_search(Path(archive), topology, steps, seed, index, policy, replicas, iterations,
                                          shard_events, update, budget))
@@ -443,7 +451,8 @@ def search_command(parser: argparse.ArgumentParser):
                         help="evaluation budget per run: the run ends once it has counted N configurations")
     parser.add_argument("--strategy", choices=STRATEGIES, default="anneal",
                         help="anneal: single-plane moves, every proposal logged (default); population: the public "
-                             "solver's optimiser, best configuration saved as best.obj")
+                             "solver's optimiser, best configuration saved as best.obj; symmetric: the same on "
+                             "configurations with the topology's largest cyclic symmetry (S4 on #38, #43, #59)")
     parser.add_argument("--model", help="SZTRNK01 model (e.g. current.sztf): ranker-guided logging policy; default uniform")
     parser.add_argument("--seed", type=int, help="make the runs reproducible (run i depends on the seed and i)")
     parser.add_argument("--topology", type=int, help="search this topology (0..58) in every run; default random per run")

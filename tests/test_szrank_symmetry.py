@@ -1,0 +1,89 @@
+"""Symmetries of the topologies, symmetric configurations, and the symmetric search strategy."""
+import re
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import run, tool
+from szrank.archive import list_runs, read_run
+from szrank.errors import ConfigError
+from szrank.geometry import dual_vertices, evaluate, layout
+from szrank.obj import read_configuration
+from szrank.population import planes_from_x, population_search
+from szrank.symmetry import automorphisms, make_symmetry, permutation_order, symmetry_of
+from szrank.topology import TOPOLOGIES, TOPOLOGY_COUNT
+
+FIXTURES = Path("/work/shared/fixtures/szilassi/public_solver")
+if not FIXTURES.exists():
+    FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "szilassi" / "public_solver"
+
+
+def test_automorphisms_map_the_triangles_onto_themselves():
+    for t in range(TOPOLOGY_COUNT):
+        triangles = {tuple(sorted(f)) for f in np.asarray(TOPOLOGIES[t]) - 1}
+        group = automorphisms(t)
+        assert any((a == np.arange(12)).all() for a in group)
+        for a in group:
+            assert {tuple(sorted(a[list(f)])) for f in triangles} == triangles
+        # closed under composition: a group
+        codes = {tuple(a) for a in group}
+        assert all(tuple(a[b]) in codes for a in group for b in group)
+    assert [len(automorphisms(t)) for t in (37, 42, 58)] == [4, 4, 4]
+
+
+def test_symmetric_configurations_are_symmetric():
+    for t in (42, 46, 4):                        # S4, C3, C2
+        symmetry = symmetry_of(t)
+        x = symmetry.expand(np.random.default_rng(t).standard_normal((3, symmetry.dimension))).reshape(3, 12, 3)
+        assert np.allclose(x[:, list(symmetry.permutation)], x @ symmetry.matrix.T)
+        assert symmetry.dimension == sum(3 if len(o) == symmetry.order else 1 for o in _orbits(symmetry))
+        assert np.allclose(np.linalg.matrix_power(symmetry.matrix, symmetry.order), np.eye(3))
+    assert (symmetry_of(42).name, symmetry_of(46).name, symmetry_of(0).name) == ("S4", "C3", "C1")
+    assert symmetry_of(0).dimension == 36
+    with pytest.raises(ConfigError, match="no symmetry of order 3"):
+        symmetry_of(42, order=3)
+    with pytest.raises(ConfigError, match="not an automorphism of topology 42"):
+        make_symmetry(42, np.roll(np.arange(12), 1))
+
+
+def _orbits(symmetry):
+    from szrank.symmetry import _orbits
+    return _orbits(symmetry.permutation)
+
+
+@pytest.mark.skipif(not FIXTURES.exists(), reason="public solver fixtures not present")
+def test_the_public_records_lie_in_the_symmetric_space():
+    "Each C+I = 4 record's S4 permutation of its triangles is an isometry of its vertices (det -1, trace -1)."
+    for t, name in ((42, "shape_c0_i4_optimalsymmetric.obj"), (42, "shape_c4_i0_4.obj"), (58, "shape_c4_i0_2.obj")):
+        symmetry, L = symmetry_of(t), layout(t)
+        vertices = dual_vertices(*read_configuration(FIXTURES / f"topology_{t}" / name, t), L.triangles)[0]
+        index = {tuple(sorted(f)): k for k, f in enumerate(L.triangles.tolist())}
+        image = [index[tuple(sorted(np.array(symmetry.permutation)[f]))] for f in L.triangles.tolist()]
+        a, b = vertices - vertices.mean(0), vertices[image] - vertices[image].mean(0)
+        u, _, vt = np.linalg.svd(b.T @ a)
+        m = u @ vt
+        assert np.abs(a @ m.T - b).max() < 1e-5 * np.abs(a).max(), name
+        assert np.isclose(np.linalg.det(m), -1) and np.isclose(np.trace(m), -1, atol=1e-4), name
+
+
+def test_symmetric_search_reaches_the_record_on_43_quickly():
+    result = population_search(42, 30_000, seed=1, symmetry=symmetry_of(42), target=4)
+    assert result.best_total <= 4 and result.evaluations < 30_000
+    x = np.concatenate([result.normals * result.offsets[:, None]]).ravel()
+    assert evaluate(*planes_from_x(x), layout(42)).total[0] == result.best_total
+
+
+def test_symmetric_strategy_from_the_command_line(tmp_path):
+    result = run([tool("szrank"), "search", "--archive", str(tmp_path), "--topology", "42", "--evaluations", "20000",
+                  "--strategy", "symmetric", "--seed", "1", "--workers", "1"], timeout=300)
+    assert result.returncode == 0, result.stderr
+    best, at = map(int, re.fullmatch(r"best C\+I (\d+) after (\d+) evaluations",
+                                     result.stdout.strip().splitlines()[-1]).groups())
+    (run_id,) = list_runs(tmp_path)
+    metadata, events = read_run(tmp_path, run_id)
+    assert metadata["strategy"] == "symmetric" and metadata["symmetry"] == "S4" and len(events) == 0
+    assert best <= 4 and at <= 20_000 and metadata["best_total"] == best
+    planes = read_configuration(tmp_path / str(run_id) / "best.obj", 42)
+    assert evaluate(*planes, layout(42)).total[0] == best
