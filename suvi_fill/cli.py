@@ -144,6 +144,7 @@ COMMANDS = (
     Command("pool-produce", "write rotating-pool slices for --pool training", "suvi_fill.pool:pool_produce_command"),
     Command("bench", "score the fillers on the test split at several gaps", "suvi_fill.bench:bench_command"),
     Command("render", "render display-mapped frames with lost bands filled", "suvi_fill.render:render_command"),
+    Command("fill", "write the lost bands of an archive as filled SUVI L2 FITS files", "suvi_fill.fill:fill_command"),
     Command("demo", "run the end-to-end demo on the embedded default data", "suvi_fill.demo:demo_command"),
 )
 
