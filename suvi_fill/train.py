@@ -122,7 +122,7 @@ def share_verdict(verdict, lr_scale, best, world, device):
     dist.broadcast(message, src=0)
     return int(message[0].item()), float(message[1].item()), float(message[2].item())
 
-# %% ../nbs/suvi_fill/41_train.ipynb 16
+# %% ../nbs/suvi_fill/41_train.ipynb 17
 @dataclasses.dataclass
 class Run:
     "One training run's state; the loop reads and advances it."
@@ -177,7 +177,7 @@ class Run:
                 best=self.policy.best, manifest=self.corpus.corpus.digest,
                 args=dataclasses.asdict(self.config)))
 
-# %% ../nbs/suvi_fill/41_train.ipynb 18
+# %% ../nbs/suvi_fill/41_train.ipynb 19
 def resume(run: Run, path: str) -> None:
     "Load `path` (last.pt) into the run: weights, optimiser, step, epoch, LR scale and best."
     saved = checkpoint.read(path, run.device)
@@ -196,7 +196,7 @@ def resume(run: Run, path: str) -> None:
     run.resumed_from = saved.best if saved.best is not None else float("-inf")
     run.say(f"  resumed from {path} at epoch {run.epoch}, step {run.step}")
 
-# %% ../nbs/suvi_fill/41_train.ipynb 20
+# %% ../nbs/suvi_fill/41_train.ipynb 21
 def announce(config: TrainConfig, corpus, device, world) -> None:
     "The seed's header lines: device, manifest, span, gaps, loss."
     arch = ""
@@ -214,7 +214,7 @@ def announce(config: TrainConfig, corpus, device, world) -> None:
           if config.gap_max > 0 else "  gaps: availability damage alone")
     print("  loss: balanced (inverse-loss weights per lost band)" if config.balance else "  loss: criterion")
 
-# %% ../nbs/suvi_fill/41_train.ipynb 21
+# %% ../nbs/suvi_fill/41_train.ipynb 22
 def evaluate_checkpoint(config: TrainConfig, val_loader, val_size: int, device) -> int:
     "`--evaluate`: score the checkpoint, its net built from the checkpoint, on the validation set."
     net = model.load_learned(config.evaluate, device)
@@ -225,7 +225,7 @@ def evaluate_checkpoint(config: TrainConfig, val_loader, val_size: int, device) 
           f"over {val_size} targets", flush=True)
     return 0
 
-# %% ../nbs/suvi_fill/41_train.ipynb 22
+# %% ../nbs/suvi_fill/41_train.ipynb 23
 def prepare(config: TrainConfig, device, rank: int, world: int, on_record=None) -> Run | int:
     "Seed, read the corpus, build data, net and optimiser, resume; the `Run` (or `--evaluate`'s exit status)."
     for seeded in (torch.manual_seed, random.seed, np.random.seed):
@@ -259,7 +259,7 @@ def prepare(config: TrainConfig, device, rank: int, world: int, on_record=None) 
     os.makedirs(config.out, exist_ok=True)
     return run
 
-# %% ../nbs/suvi_fill/41_train.ipynb 24
+# %% ../nbs/suvi_fill/41_train.ipynb 25
 class Window:
     "Train loss and gradient norms since the last row."
     def __init__(self):
@@ -276,7 +276,7 @@ class Window:
             return {"train_loss": None, "grad_mean": None, "grad_max": None}
         return {"train_loss": self.loss / self.n, "grad_mean": self.grad / self.n, "grad_max": self.grad_max}
 
-# %% ../nbs/suvi_fill/41_train.ipynb 25
+# %% ../nbs/suvi_fill/41_train.ipynb 26
 def eval_row(run: Run, val: dict, window: Window, seconds: float) -> dict:
     "One history row with every field the seed writes (a baseline's, with no step taken, lacks the train ones)."
     row = {"step": run.step, "epoch": run.epoch,
@@ -286,7 +286,7 @@ def eval_row(run: Run, val: dict, window: Window, seconds: float) -> dict:
             "lr": run.optimiser.param_groups[0]["lr"], "seconds": seconds, "host_free_gb": host_free_gb()}
     return {key: value for key, value in row.items() if value is not None}
 
-# %% ../nbs/suvi_fill/41_train.ipynb 27
+# %% ../nbs/suvi_fill/41_train.ipynb 28
 def release_cache(device):
     """Empty CUDA's caching allocator.  The composition holds multi-GB full-resolution tensors, and
     on unified GTT memory the allocator's fragmentation growth is host RAM disappearing: the seed's
@@ -294,7 +294,7 @@ def release_cache(device):
     if device.type == "cuda":
         torch.cuda.empty_cache()
 
-# %% ../nbs/suvi_fill/41_train.ipynb 28
+# %% ../nbs/suvi_fill/41_train.ipynb 29
 def baseline(run: Run) -> None:
     "The untrained (or resumed) eval, its row and line; sets the policy's best."
     if run.lead:
@@ -309,7 +309,7 @@ def baseline(run: Run) -> None:
         release_cache(run.device)
     _, _, run.policy.best = share_verdict(0, run.policy.lr_scale, run.policy.best, run.world, run.device)
 
-# %% ../nbs/suvi_fill/41_train.ipynb 29
+# %% ../nbs/suvi_fill/41_train.ipynb 30
 def first_best(run: Run) -> None:
     "Write best.pt when the run has none yet: never clobber a resumed run's best."
     if run.lead and not os.path.exists(os.path.join(run.config.out, "best.pt")):
@@ -317,7 +317,7 @@ def first_best(run: Run) -> None:
         run.save("best.pt")
         run.epoch = saved_epoch
 
-# %% ../nbs/suvi_fill/41_train.ipynb 30
+# %% ../nbs/suvi_fill/41_train.ipynb 31
 def validate(run: Run, window: Window, started: float) -> str | None:
     """Evaluate, record, checkpoint, judge: None to go on, or 'ABORT' / 'FROZEN' (every rank alike)."""
     stop = None
@@ -342,7 +342,7 @@ def validate(run: Run, window: Window, started: float) -> str | None:
         {None: 0, "ABORT": 1, "FROZEN": 2}[stop], run.policy.lr_scale, run.policy.best, run.world, run.device)
     return {0: None, 1: "ABORT", 2: "FROZEN"}[code]
 
-# %% ../nbs/suvi_fill/41_train.ipynb 32
+# %% ../nbs/suvi_fill/41_train.ipynb 33
 def train_step(run: Run, batch, loss_of, sweep) -> tuple:
     """One optimiser step on `batch`; returns (loss, gradient norm before clipping, lr).  A non-finite loss or
     gradient norm raises `guards.NonFinite` before the optimiser step (`guards.check_step`)."""
@@ -360,7 +360,7 @@ def train_step(run: Run, batch, loss_of, sweep) -> tuple:
     run.step += 1
     return float(loss.detach()), grad, lr
 
-# %% ../nbs/suvi_fill/41_train.ipynb 33
+# %% ../nbs/suvi_fill/41_train.ipynb 34
 def batches(run: Run):
     "The batches of the epochs still to run, each epoch cut at `steps_per_epoch`, all at `finish`."
     first = run.epoch
@@ -377,7 +377,7 @@ def batches(run: Run):
         if run.step >= run.finish:
             return
 
-# %% ../nbs/suvi_fill/41_train.ipynb 34
+# %% ../nbs/suvi_fill/41_train.ipynb 35
 def loop(run: Run) -> str | None:
     "Train to the end; None when finished, or the policy's stop ('ABORT', 'FROZEN')."
     config, sweep = run.config, run.config.sweep
@@ -406,7 +406,7 @@ def loop(run: Run) -> str | None:
         progress.close()
     return stop
 
-# %% ../nbs/suvi_fill/41_train.ipynb 35
+# %% ../nbs/suvi_fill/41_train.ipynb 36
 def _progress_bar(run: Run):
     "A tqdm bar over optimiser steps on rank 0 when interactive (a terminal or a notebook)."
     if not run.lead:
@@ -415,7 +415,7 @@ def _progress_bar(run: Run):
     return tqdm(total=run.finish, initial=min(run.step, run.finish), unit="step", desc="train",
                 disable=None, leave=False, dynamic_ncols=True)
 
-# %% ../nbs/suvi_fill/41_train.ipynb 38
+# %% ../nbs/suvi_fill/41_train.ipynb 39
 def claim_out(config: TrainConfig, rank: int = 0):
     """The context rank 0 of a run holds `--out` in (`outputs.own_directory`: a second run into it is refused,
     exit 2, naming the holder; a killed run's lock and temporaries are taken over and removed, with a
@@ -425,7 +425,8 @@ def claim_out(config: TrainConfig, rank: int = 0):
     return own_directory(config.out, "suvi-fill train")
 
 
-# %% ../nbs/suvi_fill/41_train.ipynb 40
+
+# %% ../nbs/suvi_fill/41_train.ipynb 41
 def train(config: TrainConfig, on_record=None) -> int:
     "Train (or range-test, overfit, evaluate) as `config` says; 0 when done, `TrainingAborted` on ABORT."
     config.check()
@@ -456,7 +457,7 @@ def train(config: TrainConfig, on_record=None) -> int:
     run.say(f"best validation display PSNR {run.policy.best:.2f} dB")
     return 0
 
-# %% ../nbs/suvi_fill/41_train.ipynb 46
+# %% ../nbs/suvi_fill/41_train.ipynb 47
 def train_command(parser):
     "`suvi-fill train`: the seed's flags plus `--device`; returns `run(args) -> int`."
     parser.description = DESCRIPTION
@@ -464,14 +465,14 @@ def train_command(parser):
     add_arguments(parser)
     return lambda args: train(from_args(args))
 
-# %% ../nbs/suvi_fill/41_train.ipynb 47
+# %% ../nbs/suvi_fill/41_train.ipynb 48
 def main(argv=None, on_record=None) -> int:
     "Parse `suvi-fill train` flags from `argv` and `train`; the same statuses and errors."
     parser = add_arguments(argparse.ArgumentParser(description=DESCRIPTION,
                                                    formatter_class=argparse.RawDescriptionHelpFormatter))
     return train(from_args(parser.parse_args(argv)), on_record=on_record)
 
-# %% ../nbs/suvi_fill/41_train.ipynb 48
+# %% ../nbs/suvi_fill/41_train.ipynb 49
 if __name__ == "__main__" and "__file__" in globals():
     from suvi_fill import cli
     sys.exit(cli.main(["train", *sys.argv[1:]]))
