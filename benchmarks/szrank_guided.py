@@ -1,16 +1,26 @@
-"""Uniform against ranker-guided logging policy on the reference search, same budget.
+"""Ranker-guided against uniform annealed search: evaluations to reach a target on held-out topologies.
 
-Runs `--runs` uniform searches, exports them and trains the ranker on them
-(`szrank train`, its four reporting splits = the first four uniform runs),
-then repeats the searches with the published model guiding the policy: same
-seeds, so the same topologies and the same starts, and the same evaluation
-budget (steps x (1 + replicas x iterations)).  Prints, side by side, the median
-best C+I per run and the evaluations each policy needed to reach the uniform
-policy's median.  No assertions: the figures are reported whichever way they
-come out.  Training uses the demo's search-stage settings
-(`szrank.demo.SEARCH_TRAINING`) and the gate's 1000-record minimum (or the split
-size, if smaller); `--force-deploy` is used only when the statistical gate
-refuses the model, and the output says so."""
+Trains the ranker the way the demo does: `--runs` uniform searches (seed `--seed`, random topologies),
+exported and trained on with `szrank train` (its four reporting splits = the first four runs; the
+demo's search-stage settings `szrank.demo.SEARCH_TRAINING`; `--force-deploy` only when the statistical
+gate refuses the model, and the output says so).  Then, on topologies none of those runs searched
+(`--eval-topologies`, held out of training), runs `--eval-seeds` seeds of each mode at the same
+settings (steps, replicas, iterations, seeds, so the same starts):
+
+  uniform   the uniform policy, every proposal rolled out (the unguided search);
+  policy    the ranker's policy heads choose the proposals, every proposal rolled out;
+  guided    policy heads, and the value head gates the rollouts (`szrank.search.RankerPolicy`, gate 0.5:
+            only proposals it ranks in the upper half of the last 64 get their replicas x iterations).
+
+The target per topology is the uniform runs' median final best C+I.  For every run the evaluations
+until its best first reaches the target (never: inf) are read from its events
+(1 + sum of 1 + replica_count x rollout_iterations); the figure is their median over seeds, guided
+against uniform (goal: at least 30 % fewer).  The median best C+I against evaluations (the curves)
+is printed too.  No assertions: the figures are reported whichever way they come out.
+
+    nice -n 10 python benchmarks/szrank_guided.py --workdir /tmp/guided              # train, then measure
+    nice -n 10 python benchmarks/szrank_guided.py --workdir /tmp/guided --model /tmp/guided/model/current.sztf
+"""
 from __future__ import annotations
 
 import argparse
@@ -25,96 +35,127 @@ import numpy as np
 
 from szrank.archive import list_runs, read_run
 from szrank.demo import GATE_MINIMUM_RECORDS, SEARCH_TRAINING
-from szrank.search import run_searches
+from szrank.search import RankerPolicy, UniformPolicy, run_search, run_searches
+
+GOAL_SAVING = 0.30
+MODES = ("uniform", "policy", "guided")
 
 
-def trajectories(archive: Path) -> dict[str, np.ndarray]:
-    "Per run: best C+I after each step (the start counts as the best before step 0)."
-    out = {}
-    for run_id in list_runs(archive):
-        metadata, events = read_run(archive, run_id)
-        feasible = (events["flags"][:, 3] & 1) == 0
-        result = np.where(feasible, events["result_defects"].sum(axis=1), np.iinfo(np.int32).max)
-        out[str(run_id)] = np.minimum.accumulate(np.minimum(result, events["best_before"]))
+def curve(archive: Path, run_id: str) -> tuple[np.ndarray, np.ndarray]:
+    "(evaluations used after each event, best C+I after it), the start counting as the best before event 0."
+    import uuid
+    _, events = read_run(archive, uuid.UUID(run_id))
+    used = 1 + np.cumsum(1 + events["replica_count"].astype(np.int64) * events["rollout_iterations"].astype(np.int64))
+    feasible = (events["flags"][:, 3] & 1) == 0
+    result = np.where(feasible, events["result_defects"].sum(axis=1), np.iinfo(np.int32).max)
+    return used, np.minimum.accumulate(np.minimum(result, events["best_before"]))
+
+
+def evaluations_to_reach(used: np.ndarray, best: np.ndarray, target: float) -> float:
+    hit = np.flatnonzero(best <= target)
+    return float(used[hit[0]]) if hit.size else float("inf")
+
+
+def best_by(used: np.ndarray, best: np.ndarray, checkpoint: int) -> int:
+    seen = np.flatnonzero(used <= checkpoint)
+    return int(best[seen[-1]]) if seen.size else int(best[0])
+
+
+def train(work: Path, args) -> tuple[Path, str, set]:
+    "Uniform training runs, `szrank train` on them; the model, a note on the gate, the topologies searched."
+    szrank = str(Path(sys.executable).with_name("szrank"))
+    runs = run_searches(work / "train-archive", args.runs, args.steps, args.seed, None, None, args.replicas,
+                        args.iterations, args.workers, show_progress=False)
+    names = ("train", "validation", "test", "stress")
+    (work / "splits.json").write_text(json.dumps({n: s.run_id for n, s in zip(names, runs)}))
+    flags = [part for name, value in SEARCH_TRAINING.items() for part in (f"--{name.replace('_', '-')}", str(value))]
+    command = [szrank, "train", "--archive-root", str(work / "train-archive"), "--split-runs", str(work / "splits.json"),
+               "--output-directory", str(work / "model"), "--snapshot-directory", str(work / "snapshot"),
+               "--device", "cpu", "--minimum-gate-records", str(min(GATE_MINIMUM_RECORDS, args.steps)), *flags]
+    trained = subprocess.run(command, capture_output=True, text=True)
+    note = "gate passed"
+    if trained.returncode == 4:
+        note = "statistical gate refused it; published with --force-deploy"
+        trained = subprocess.run(command + ["--force-deploy"], capture_output=True, text=True)
+    if trained.returncode != 0:
+        sys.exit(f"szrank train failed ({trained.returncode}): {trained.stderr[-2000:]}")
+    (work / "train-topologies.json").write_text(json.dumps(sorted({s.topology for s in runs})))
+    return work / "model" / "current.sztf", note, {s.topology for s in runs}
+
+
+def evaluate_modes(work: Path, model: Path, topologies, args) -> dict:
+    "mode -> topology -> list of (run id, archive) over the seeds."
+    out = {mode: {t: [] for t in topologies} for mode in MODES}
+    for mode in MODES:
+        archive = work / f"eval-{mode}"
+        for topology in topologies:
+            for seed in range(1, args.eval_seeds + 1):
+                policy = (UniformPolicy() if mode == "uniform"
+                          else RankerPolicy(model, gate=args.gate if mode == "guided" else 0.0))
+                summary = run_search(archive, topology, args.eval_steps, 1000 + seed, topology, policy,
+                                     args.replicas, args.iterations)
+                out[mode][topology].append(curve(archive, summary.run_id))
+                print(f"  {mode:<8} topology {topology} seed {seed}: best {summary.best_total}, "
+                      f"{summary.evaluations:,} evaluations, {summary.seconds:.0f} s", flush=True)
     return out
 
 
-def evaluations_to_reach(best: np.ndarray, target: float, per_step: int) -> float:
-    "Evaluations until the run's best C+I is <= target (inf if never)."
-    hit = np.flatnonzero(best <= target)
-    return float(1 + (hit[0] + 1) * per_step) if hit.size else float("inf")
-
-
-def lower_median(values) -> float:
-    "The lower median (an actual run's value; runs that never reach the target count as inf)."
-    ordered = sorted(values)
-    return float(ordered[(len(ordered) - 1) // 2])
+def report(curves: dict, topologies, args) -> None:
+    for topology in topologies:
+        target = float(np.median([c[1][-1] for c in curves["uniform"][topology]]))
+        print(f"\ntopology {topology} (the paper's #{topology + 1}), held out of training; {args.eval_seeds} seeds x "
+              f"{args.eval_steps} steps; target C+I <= {target:g} (the uniform runs' median final best)")
+        reach = {mode: [evaluations_to_reach(*c, target) for c in curves[mode][topology]] for mode in MODES}
+        last = max(int(c[0][-1]) for mode in MODES for c in curves[mode][topology])
+        checkpoints = [int(last * f) for f in (0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0)]
+        print(f"{'mode':<9}{'median evals to target':>24}{'reached':>9}{'total evals (median)':>22}  "
+              "median best C+I at " + ", ".join(f"{c:,}" for c in checkpoints))
+        for mode in MODES:
+            medians = [np.median([best_by(*c, k) for c in curves[mode][topology]]) for k in checkpoints]
+            total = np.median([c[0][-1] for c in curves[mode][topology]])
+            print(f"{mode:<9}{np.median(reach[mode]):>24,.0f}{np.isfinite(reach[mode]).sum():>6}/{args.eval_seeds:<2}"
+                  f"{total:>22,.0f}  " + ", ".join(f"{m:g}" for m in medians))
+        u, g = np.median(reach["uniform"]), np.median(reach["guided"])
+        saving = 1 - g / u if np.isfinite(u) and u > 0 else float("nan")
+        print(f"guided needs {saving:+.0%} fewer evaluations to the target than uniform (median over seeds; "
+              f"goal >= {GOAL_SAVING:.0%}: {'met' if saving >= GOAL_SAVING else 'not met'})")
+        print("per seed, evaluations to target (uniform / policy / guided): " + "; ".join(
+            "/".join("-" if not np.isfinite(reach[m][k]) else f"{reach[m][k]:,.0f}" for m in MODES)
+            for k in range(args.eval_seeds)))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=6, help="runs per policy (>= 4: the trainer's splits)")
-    parser.add_argument("--steps", type=int, default=3000, help="steps per run = records per split")
+    parser.add_argument("--runs", type=int, default=6, help="uniform training runs (>= 4: the trainer's splits)")
+    parser.add_argument("--steps", type=int, default=3000, help="steps per training run = records per split")
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--iterations", type=int, default=4)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--workers", type=int, default=1, help="search processes (the cores are shared)")
+    parser.add_argument("--seed", type=int, default=7, help="seed of the training runs")
+    parser.add_argument("--workers", type=int, default=1, help="training search processes (the cores are shared)")
+    parser.add_argument("--model", type=Path, help="use this model (its training topologies from --workdir) and skip training")
+    parser.add_argument("--eval-topologies", default="42", help="comma-separated; any that a training run searched is skipped")
+    parser.add_argument("--eval-seeds", type=int, default=10)
+    parser.add_argument("--eval-steps", type=int, default=1500)
+    parser.add_argument("--gate", type=float, default=0.5, help="the guided mode's value-gate quantile")
     parser.add_argument("--workdir", type=Path, help="keep archives and model here (default: a temporary folder)")
     args = parser.parse_args()
     if args.runs < 4:
         parser.error("--runs must be at least 4")
     work = args.workdir or Path(tempfile.mkdtemp(prefix="szrank-guided-"))
     work.mkdir(parents=True, exist_ok=True)
-    per_step = 1 + args.replicas * args.iterations
-    szrank = str(Path(sys.executable).with_name("szrank"))
-
     started = time.perf_counter()
-    uniform = run_searches(work / "uniform", args.runs, args.steps, args.seed, None, None, args.replicas,
-                           args.iterations, args.workers, show_progress=False)
-    uniform_seconds = time.perf_counter() - started
-    names = ("train", "validation", "test", "stress")
-    (work / "splits.json").write_text(json.dumps({n: s.run_id for n, s in zip(names, uniform)}))
-    flags = [part for name, value in SEARCH_TRAINING.items() for part in (f"--{name.replace('_', '-')}", str(value))]
-    # no --exporter: the trainer finds `szrank export` itself
-    command = [szrank, "train", "--archive-root", str(work / "uniform"),
-               "--split-runs", str(work / "splits.json"), "--output-directory", str(work / "model"),
-               "--snapshot-directory", str(work / "snapshot"), "--device", "cpu",
-               "--minimum-gate-records", str(min(GATE_MINIMUM_RECORDS, args.steps)), *flags]
-    started = time.perf_counter()
-    trained = subprocess.run(command, capture_output=True, text=True)
-    forced = False
-    if trained.returncode == 4:                      # the gate refused: publish anyway, and say so
-        forced = True
-        trained = subprocess.run(command + ["--force-deploy"], capture_output=True, text=True)
-    train_seconds = time.perf_counter() - started
-    if trained.returncode != 0:
-        print(trained.stderr[-3000:], file=sys.stderr)
-        return trained.returncode
-    model = work / "model" / "current.sztf"
-    started = time.perf_counter()
-    guided = run_searches(work / "guided", args.runs, args.steps, args.seed, str(model), None, args.replicas,
-                          args.iterations, args.workers, show_progress=False)
-    guided_seconds = time.perf_counter() - started
-
-    u_best = np.array([s.best_total for s in uniform])
-    g_best = np.array([s.best_total for s in guided])
-    target = float(np.median(u_best))
-    u_traj, g_traj = trajectories(work / "uniform"), trajectories(work / "guided")
-    u_reach = [evaluations_to_reach(u_traj[s.run_id], target, per_step) for s in uniform]
-    g_reach = [evaluations_to_reach(g_traj[s.run_id], target, per_step) for s in guided]
-
-    print(f"szrank reference search: {args.runs} runs x {args.steps} steps, replicas {args.replicas}, "
-          f"iterations {args.iterations} ({1 + args.steps * per_step} evaluations per run), seed {args.seed}")
-    print(f"model trained on the uniform runs in {train_seconds:.0f} s"
-          + (" (statistical gate refused it; published with --force-deploy)" if forced else " (gate passed)"))
-    print(f"{'':<38}{'uniform':>10}{'guided':>10}")
-    print(f"{'median best C+I per run':<38}{np.median(u_best):>10g}{np.median(g_best):>10g}")
-    print(f"{'mean best C+I per run':<38}{u_best.mean():>10.2f}{g_best.mean():>10.2f}")
-    print(f"{'lower-median evaluations to reach ' + format(target, 'g'):<38}{lower_median(u_reach):>10g}{lower_median(g_reach):>10g}")
-    print(f"{'runs reaching it':<38}{np.isfinite(u_reach).sum():>10}{np.isfinite(g_reach).sum():>10}")
-    print(f"{'search wall time (s)':<38}{uniform_seconds:>10.1f}{guided_seconds:>10.1f}")
-    print("per run (topology: uniform best / guided best):",
-          ", ".join(f"{u.topology}: {u.best_total}/{g.best_total}" for u, g in zip(uniform, guided)))
+    if args.model:
+        model, note = args.model, "given"
+        trained_on = set(json.loads((work / "train-topologies.json").read_text()))
+    else:
+        model, note, trained_on = train(work, args)
+    print(f"model {model} ({note}); trained on topologies {sorted(trained_on)}; "
+          f"{time.perf_counter() - started:.0f} s", flush=True)
+    topologies = [t for t in map(int, args.eval_topologies.split(",")) if t not in trained_on]
+    if not topologies:
+        sys.exit("every --eval-topologies topology was searched by a training run: none is held out")
+    curves = evaluate_modes(work, model, topologies, args)
+    report(curves, topologies, args)
     print(f"archives and model: {work}")
     return 0
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import dataclasses
 import math
@@ -27,10 +28,10 @@ from szrank.fastcount import count_totals
 
 # %% auto 0
 __all__ = ['MOVE_COUNT', 'SCALE_COUNT', 'MOVE_NAMES', 'STEPS', 'BLENDS', 'TEMPERATURE_START', 'TEMPERATURE_END',
-           'POLICY_TEMPERATURE', 'UNIFORM_FLOOR', 'START_ATTEMPTS', 'DEFAULT_REPLICAS', 'DEFAULT_ITERATIONS',
-           'DEFAULT_SHARD_EVENTS', 'STRATEGIES', 'apply_move', 'UniformPolicy', 'RankerPolicy', 'draw', 'RunSummary',
-           'temperature_at', 'random_start', 'rollout', 'run_search', 'run_population', 'run_searches',
-           'cluster_client', 'format_summaries', 'search_command']
+           'POLICY_TEMPERATURE', 'UNIFORM_FLOOR', 'GATE_QUANTILE', 'GATE_WINDOW', 'GATE_WARMUP', 'START_ATTEMPTS',
+           'DEFAULT_REPLICAS', 'DEFAULT_ITERATIONS', 'DEFAULT_SHARD_EVENTS', 'STRATEGIES', 'apply_move',
+           'UniformPolicy', 'RankerPolicy', 'draw', 'RunSummary', 'temperature_at', 'random_start', 'rollout',
+           'run_search', 'run_population', 'run_searches', 'cluster_client', 'format_summaries', 'search_command']
 
 # %% ../nbs/szrank/33_search.ipynb 3
 MOVE_COUNT = 5
@@ -42,6 +43,9 @@ TEMPERATURE_START = 3.0              # C+I units: early on, a proposal 3 defects
 TEMPERATURE_END = 0.1                # late: only improvements and ties survive
 POLICY_TEMPERATURE = 1.0             # ranker-guided: probabilities ** (1 / T), renormalised
 UNIFORM_FLOOR = 0.1                  # ranker-guided: mixed with 10 % uniform, so every propensity >= floor / K
+GATE_QUANTILE = 0.5                  # ranker-guided: a proposal gets its rollout if the value head ranks it in the
+GATE_WINDOW = 64                     # ... upper half of the last 64 proposals (a skipped rollout saves
+GATE_WARMUP = 8                      # ... replicas x iterations evaluations); the first 8 always get one
 START_ATTEMPTS = 1000                # random starts drawn until one has no degenerate vertex
 DEFAULT_REPLICAS = 4
 DEFAULT_ITERATIONS = 8
@@ -102,17 +106,45 @@ class UniformPolicy:
     def distributions(self, normals, offsets, topology: int, context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return np.full(FACE_COUNT, 1 / FACE_COUNT), np.full(MOVE_COUNT, 1 / MOVE_COUNT), np.full(SCALE_COUNT, 1 / SCALE_COUNT)
 
+    def roll_out(self, normals, offsets, topology: int, context, defects, anchor) -> bool:
+        "Every proposal gets its rollout."
+        return True
+
 # %% ../nbs/szrank/33_search.ipynb 10
 class RankerPolicy:
-    "Ranker-guided: tempered ensemble probabilities of an SZTRNK01 model, mixed with a uniform floor."
+    """Ranker-guided: tempered ensemble probabilities of an SZTRNK01 model, mixed with a uniform floor; and,
+    with `gate` > 0, rollouts only for proposals whose predicted improvement probability (the value head) is
+    at least the `gate` quantile of the last `window` proposals'."""
     guided = True
 
-    def __init__(self, model, temperature: float = POLICY_TEMPERATURE, floor: float = UNIFORM_FLOOR):
+    def __init__(self, model, temperature: float = POLICY_TEMPERATURE, floor: float = UNIFORM_FLOOR,
+                 gate: float = GATE_QUANTILE, window: int = GATE_WINDOW):
         from szrank.modelfile import load_model
-        if not (temperature > 0 and 0 < floor <= 1):
-            raise ConfigError(f"policy temperature must be > 0 and floor in (0, 1], got {temperature}, {floor}")
+        if not (temperature > 0 and 0 < floor <= 1 and 0 <= gate < 1 and window > 0):
+            raise ConfigError(f"policy temperature must be > 0, floor in (0, 1], gate in [0, 1) and window > 0, "
+                              f"got {temperature}, {floor}, {gate}, {window}")
         self.model = model if hasattr(model, "members") else load_model(model)
-        self.temperature, self.floor = float(temperature), float(floor)
+        self.temperature, self.floor, self.gate = float(temperature), float(floor), float(gate)
+        self.recent = collections.deque(maxlen=int(window))
+
+    def improvement_probability(self, normals, offsets, topology: int, context, defects, anchor) -> float:
+        "The value head's probability that a proposal's rollout improves on its anchor (`anchor`: its defects)."
+        from szrank.features import features, split_features
+        from szrank.reference import reference_forward
+        reference = (int(anchor.crossings[0]), int(anchor.intersections[0]))
+        face, global_features = split_features(features(normals, offsets, layout(topology), defects, context,
+                                                        reference))
+        return float(reference_forward(self.model, face, global_features, np.array([topology]))
+                     ["improvement_probability"][0])
+
+    def roll_out(self, normals, offsets, topology: int, context, defects, anchor) -> bool:
+        "Whether a proposal gets its rollout: always without a gate; else if its value clears the recent quantile."
+        if self.gate == 0:
+            return True
+        value = self.improvement_probability(normals, offsets, topology, context, defects, anchor)
+        wanted = len(self.recent) < GATE_WARMUP or value >= np.quantile(self.recent, self.gate)
+        self.recent.append(value)
+        return wanted
 
     def _shape(self, probability):
         p = np.maximum(np.asarray(probability, dtype=np.float64), 1e-300) ** (1.0 / self.temperature)
@@ -211,6 +243,19 @@ def rollout(rng, normals, offsets, topology: int, replicas: int, iterations: int
     return best_n, best_d, best, evaluations
 
 # %% ../nbs/szrank/33_search.ipynb 18
+def _event(topology: int, anchor, proposal, result, action, propensity, rolled) -> np.ndarray:
+    "An event with the three configurations (normals, offsets, defects), the action and the rollout's size."
+    event = np.zeros((), EVENT_DTYPE)
+    event["topology"] = topology
+    for name, (normals, offsets, defects) in (("anchor", anchor), ("proposal", proposal), ("result", result)):
+        event[f"{name}_normals"], event[f"{name}_offsets"] = normals, offsets
+        event[f"{name}_defects"] = (defects.crossings[0], defects.intersections[0])
+    event["action"], event["propensity"] = action, propensity
+    event["replica_count"], event["rollout_iterations"] = rolled
+    event["flags"][1:] = (_metric_flags(anchor[2]), _metric_flags(proposal[2]), _metric_flags(result[2]))
+    return event
+
+# %% ../nbs/szrank/33_search.ipynb 19
 def run_search(archive: Path, topology: int | None = None, steps: int = 100, seed: int | None = None,
                run_index: int = 0, policy=None, replicas: int = DEFAULT_REPLICAS,
                iterations: int = DEFAULT_ITERATIONS, shard_events: int = DEFAULT_SHARD_EVENTS,
@@ -248,8 +293,12 @@ def run_search(archive: Path, topology: int | None = None, steps: int = 100, see
             propensity = (plane_p[action[0]], move_p[action[1]], scale_p[action[2]])
             proposal_n, proposal_d = apply_move(anchor_n, anchor_d, *action, rng)
             proposal = evaluate(proposal_n, proposal_d, L)
-            result_n, result_d, result, used = rollout(rng, proposal_n, proposal_d, topology, replicas,
-                                                       iterations, temperature)
+            if policy.roll_out(proposal_n, proposal_d, topology, context, proposal, anchor):
+                result_n, result_d, result, used = rollout(rng, proposal_n, proposal_d, topology, replicas,
+                                                           iterations, temperature)
+                rolled = (replicas, iterations)
+            else:                                           # the value head's gate: not worth a rollout
+                result_n, result_d, result, used, rolled = proposal_n, proposal_d, proposal, 1, (0, 0)
             evaluations += used
             anchor_total = int(anchor.total[0])
             feasible = bool(result.feasible[0])
@@ -259,21 +308,12 @@ def run_search(archive: Path, topology: int | None = None, steps: int = 100, see
             delta = result_total - anchor_total
             accepted = feasible and (delta <= 0 or rng.random() < math.exp(-delta / temperature))
             realisation = feasible and result_total == 0
-            event = np.zeros((), EVENT_DTYPE)
-            event["topology"] = topology
-            event["anchor_normals"], event["anchor_offsets"] = anchor_n, anchor_d
-            event["proposal_normals"], event["proposal_offsets"] = proposal_n, proposal_d
-            event["result_normals"], event["result_offsets"] = result_n, result_d
-            event["anchor_defects"] = (anchor.crossings[0], anchor.intersections[0])
-            event["proposal_defects"] = (proposal.crossings[0], proposal.intersections[0])
-            event["result_defects"] = (result.crossings[0], result.intersections[0])
-            event["action"], event["propensity"] = action, propensity
+            event = _event(topology, (anchor_n, anchor_d, anchor), (proposal_n, proposal_d, proposal),
+                           (result_n, result_d, result), action, propensity, rolled)
             event["outcome"] = (improved, better, accepted, realisation)
-            event["replica_count"], event["rollout_iterations"] = replicas, iterations
-            trajectory = ((TRAJECTORY_ACCEPTED if accepted else 0) | (TRAJECTORY_NEW_BEST if better else 0)
-                          | (TRAJECTORY_GUIDED if policy.guided else 0)
-                          | (0 if proposal.feasible[0] else TRAJECTORY_PROPOSAL_INFEASIBLE))
-            event["flags"] = (trajectory, _metric_flags(anchor), _metric_flags(proposal), _metric_flags(result))
+            event["flags"][0] = ((TRAJECTORY_ACCEPTED if accepted else 0) | (TRAJECTORY_NEW_BEST if better else 0)
+                                 | (TRAJECTORY_GUIDED if policy.guided else 0)
+                                 | (0 if proposal.feasible[0] else TRAJECTORY_PROPOSAL_INFEASIBLE))
             event["progress"], event["best_before"], event["temperature"] = context
             writer.append(event)
             realisations += int(realisation)
@@ -288,7 +328,7 @@ def run_search(archive: Path, topology: int | None = None, steps: int = 100, see
     return RunSummary(str(run_id), topology, start_total, best_total, int(anchor.total[0]), step + 1, evaluations,
                       realisations, round(time.perf_counter() - started, 2), best_at)
 
-# %% ../nbs/szrank/33_search.ipynb 24
+# %% ../nbs/szrank/33_search.ipynb 25
 def run_population(archive: Path, topology: int | None, budget: int, seed: int | None = None, run_index: int = 0,
                    progress=None, symmetric: bool = False) -> RunSummary:
     """One population-strategy run (`szrank.population`; with `symmetric`, on the planes of the topology's
@@ -316,13 +356,13 @@ def run_population(archive: Path, topology: int | None, budget: int, seed: int |
                       result.evaluations, int(result.best_total == 0), result.seconds, result.best_evaluations,
                       strategy)
 
-# %% ../nbs/szrank/33_search.ipynb 25
+# %% ../nbs/szrank/33_search.ipynb 26
 def _worker(task):
     "One task in a worker process; progress goes to the queue (the last item of the task)."
     queue = task[-1]
     return _run_here(task[:-1], (lambda k: queue.put(k)) if queue is not None else None)
 
-# %% ../nbs/szrank/33_search.ipynb 26
+# %% ../nbs/szrank/33_search.ipynb 27
 def _plan(strategy: str, runs: int, steps: int | None, budget: int | None, replicas: int, iterations: int) -> int:
     "Checked settings; returns the steps per annealed run (from the budget when --steps is not given)."
     if strategy not in STRATEGIES:
@@ -335,23 +375,23 @@ def _plan(strategy: str, runs: int, steps: int | None, budget: int | None, repli
         raise ConfigError("give --steps or --evaluations (or both: the run ends at whichever comes first)")
     return steps if steps is not None else math.ceil(max(budget - 1, 1) / (1 + max(replicas * iterations, 0)))
 
-# %% ../nbs/szrank/33_search.ipynb 27
+# %% ../nbs/szrank/33_search.ipynb 28
 def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None = None, model: str | None = None,
                  topology: int | None = None, replicas: int = DEFAULT_REPLICAS, iterations: int = DEFAULT_ITERATIONS,
                  workers: int | None = None, shard_events: int = DEFAULT_SHARD_EVENTS,
                  show_progress: bool = True, budget: int | None = None, strategy: str = "anneal",
-                 scheduler: str | None = None) -> list[RunSummary]:
+                 scheduler: str | None = None, gate: float = GATE_QUANTILE) -> list[RunSummary]:
     """`runs` search runs into `archive`, in worker processes or, with `scheduler` (an address, or `local:N`),
     as futures on a Dask cluster; summaries in run order."""
     from tqdm.auto import tqdm
     steps = _plan(strategy, runs, steps, budget, replicas, iterations)
     if model:
-        RankerPolicy(model)                                  # fail fast on a bad model file
+        RankerPolicy(model, gate=gate)                       # fail fast on a bad model file or gate
     Path(archive).mkdir(parents=True, exist_ok=True)
     workers = max(1, min(runs, workers or os.cpu_count() or 1))
     unit, total = ("evaluation", runs * budget) if strategy != "anneal" else ("step", runs * steps)
-    tasks = [(str(archive), topology, steps, seed, i, model, replicas, iterations, shard_events, budget, strategy)
-             for i in range(runs)]
+    tasks = [(str(archive), topology, steps, seed, i, model, replicas, iterations, shard_events, budget, strategy,
+              gate) for i in range(runs)]
     with contextlib.ExitStack() as stack:
         client = cluster_client(scheduler, stack) if scheduler else None      # refused before any output
         bar = stack.enter_context(tqdm(total=total, desc=f"szrank search ({strategy})", unit=unit,
@@ -364,18 +404,18 @@ def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None =
             results = _run_in_workers(tasks, workers, bar)
     return [RunSummary(**r) for r in results]
 
-# %% ../nbs/szrank/33_search.ipynb 28
+# %% ../nbs/szrank/33_search.ipynb 29
 def _run_here(task, update):
     "One task in this process (the policy, a loaded model, is built per run)."
-    archive, topology, steps, seed, index, model, replicas, iterations, shard_events, budget, strategy = task
+    archive, topology, steps, seed, index, model, replicas, iterations, shard_events, budget, strategy, gate = task
     if strategy != "anneal":
         return dataclasses.asdict(run_population(Path(archive), topology, budget, seed, index, update,
                                                  symmetric=strategy == "symmetric"))
-    policy = RankerPolicy(model) if model else UniformPolicy()
+    policy = RankerPolicy(model, gate=gate) if model else UniformPolicy()
     return dataclasses.asdict(run_search(Path(archive), topology, steps, seed, index, policy, replicas, iterations,
                                          shard_events, update, budget))
 
-# %% ../nbs/szrank/33_search.ipynb 29
+# %% ../nbs/szrank/33_search.ipynb 30
 def _run_in_workers(tasks, workers: int, bar) -> list[dict]:
     "The tasks in spawned worker processes, progress reported through a queue."
     import multiprocessing
@@ -395,7 +435,7 @@ def _run_in_workers(tasks, workers: int, bar) -> list[dict]:
                 bar.update(queue.get())
             return [f.result() for f in futures]
 
-# %% ../nbs/szrank/33_search.ipynb 31
+# %% ../nbs/szrank/33_search.ipynb 32
 def cluster_client(scheduler: str, stack: contextlib.ExitStack):
     "A `dask.distributed.Client` for `scheduler` (`local:N`: a local cluster of N processes), closed by `stack`."
     try:
@@ -416,7 +456,7 @@ def cluster_client(scheduler: str, stack: contextlib.ExitStack):
         raise ConfigError(f"--scheduler {scheduler}: cannot reach the Dask scheduler "
                           f"({' '.join(str(exc).split())[:200]})") from None
 
-# %% ../nbs/szrank/33_search.ipynb 32
+# %% ../nbs/szrank/33_search.ipynb 33
 def _run_on_cluster(tasks, client, bar) -> list[dict]:
     "The tasks as futures on a Dask cluster (one task per run); progress advances as runs finish."
     from dask.distributed import as_completed
@@ -428,7 +468,7 @@ def _run_on_cluster(tasks, client, bar) -> list[dict]:
         bar.update(result["evaluations"] if result["strategy"] != "anneal" else result["steps"])
     return [f.result() for f in futures]
 
-# %% ../nbs/szrank/33_search.ipynb 33
+# %% ../nbs/szrank/33_search.ipynb 34
 def format_summaries(summaries: list[RunSummary]) -> str:
     "The search command's summary table."
     lines = [f"{'run':<36}  {'topo':>4}  {'start C+I':>9}  {'best C+I':>8}  {'evals':>7}  {'real.':>5}  {'s':>6}"]
@@ -439,7 +479,7 @@ def format_summaries(summaries: list[RunSummary]) -> str:
     lines.append(f"{len(summaries)} runs; best C+I per run: min {min(best)}, median {float(np.median(best)):g}")
     return "\n".join(lines)
 
-# %% ../nbs/szrank/33_search.ipynb 34
+# %% ../nbs/szrank/33_search.ipynb 35
 def search_command(parser: argparse.ArgumentParser):
     """`szrank search --archive DIR [--runs N] [--steps S] [--evaluations E] [--strategy S] [--scheduler A] ...`.
 
@@ -454,6 +494,9 @@ def search_command(parser: argparse.ArgumentParser):
                              "solver's optimiser, best configuration saved as best.obj; symmetric: the same on "
                              "configurations with the topology's largest cyclic symmetry (S4 on #38, #43, #59)")
     parser.add_argument("--model", help="SZTRNK01 model (e.g. current.sztf): ranker-guided logging policy; default uniform")
+    parser.add_argument("--gate", type=float, default=GATE_QUANTILE, metavar="Q",
+                        help="with --model: roll out only proposals whose predicted improvement probability is at "
+                             f"least the Q quantile of the last {GATE_WINDOW} (default {GATE_QUANTILE}; 0: every one)")
     parser.add_argument("--seed", type=int, help="make the runs reproducible (run i depends on the seed and i)")
     parser.add_argument("--topology", type=int, help="search this topology (0..58) in every run; default random per run")
     parser.add_argument("--replicas", type=int, default=DEFAULT_REPLICAS, help="parallel rollout chains per proposal")
@@ -474,7 +517,7 @@ def search_command(parser: argparse.ArgumentParser):
             raise ConfigError("--split-runs-out needs at least 4 runs (train, validation, test, stress)")
         summaries = run_searches(args.archive, args.runs, args.steps, args.seed, args.model, args.topology,
                                  args.replicas, args.iterations, args.workers, budget=args.evaluations,
-                                 strategy=args.strategy, scheduler=args.scheduler)
+                                 strategy=args.strategy, scheduler=args.scheduler, gate=args.gate)
         print(format_summaries(summaries), flush=True)
         for s in summaries:
             print(f"best C+I {s.best_total} after {s.best_evaluations} evaluations", flush=True)

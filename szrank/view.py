@@ -97,10 +97,10 @@ def new_bests(archive: Path, run: str) -> dict:
     rows = np.flatnonzero(events["flags"][:, 0] & TRAJECTORY_NEW_BEST)
     if len(rows) == 0:
         raise ConfigError(f"run {run} in {archive} has no new-best events (a population run keeps only best.obj)")
-    per_step = 1 + int(metadata.get("replicas", 0)) * int(metadata.get("iterations", 0))
+    used = 1 + np.cumsum(1 + events["replica_count"].astype(np.int64) * events["rollout_iterations"].astype(np.int64))
     chosen = events[rows]
     return dict(topology=int(chosen["topology"][0]), sequence=chosen["sequence"].astype(np.int64),
-                evaluations=1 + (chosen["sequence"].astype(np.int64) + 1) * per_step,
+                evaluations=used[rows],
                 total=chosen["result_defects"].astype(np.int64).sum(axis=1),
                 normals=chosen["result_normals"].astype(np.float64), offsets=chosen["result_offsets"].astype(np.float64))
 

@@ -11,6 +11,7 @@ import pytest
 from conftest import run, tool
 from szrank.archive import (EVENT_DTYPE, SHARD_HEADER, ArchiveError, RunWriter, export_records, list_runs,
                             read_run, read_shard)
+from szrank.errors import ConfigError
 from szrank.features import features
 from szrank.geometry import evaluate, layout
 from szrank.search import (FACE_COUNT, MOVE_COUNT, SCALE_COUNT, UNIFORM_FLOOR, RankerPolicy, UniformPolicy,
@@ -275,3 +276,20 @@ def test_search_settings_are_refused_naming_the_flag(tmp_path):
                            (["--evaluations", "0"], "--evaluations must be positive")):
         result = run([tool("szrank"), "search", "--archive", str(tmp_path), *extra], timeout=120)
         assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_value_gate_skips_rollouts_and_the_evaluations_add_up(tmp_path):
+    "A guided run rolls out about half its proposals (the value head's upper half); a skipped one ends as proposed."
+    model = make_model(tmp_path / "current.sztf")
+    summary = small_run(tmp_path / "gated", seed=6, topology=42, policy=RankerPolicy(model, gate=0.5), steps=40)
+    _, events = read_run(tmp_path / "gated", uuid.UUID(summary.run_id))
+    rolled = events["rollout_iterations"] > 0
+    assert 0 < (~rolled).sum() < len(events) and (events["replica_count"][~rolled] == 0).all()
+    np.testing.assert_array_equal(events["result_normals"][~rolled], events["proposal_normals"][~rolled])
+    np.testing.assert_array_equal(events["result_defects"][~rolled], events["proposal_defects"][~rolled])
+    assert summary.evaluations == 1 + int((1 + events["replica_count"].astype(int) * events["rollout_iterations"]).sum())
+    ungated = small_run(tmp_path / "ungated", seed=6, topology=42, policy=RankerPolicy(model, gate=0.0), steps=40)
+    _, all_rolled = read_run(tmp_path / "ungated", uuid.UUID(ungated.run_id))
+    assert (all_rolled["rollout_iterations"] == 2).all() and ungated.evaluations == 1 + 40 * (1 + 2 * 2)
+    with pytest.raises(ConfigError, match="gate in \\[0, 1\\)"):
+        RankerPolicy(model, gate=1.0)
