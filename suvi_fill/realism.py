@@ -13,10 +13,11 @@ import numpy as np
 from suvi_fill.errors import DataError
 
 # %% auto 0
-__all__ = ['AIA_171', 'EIT_195', 'ANNULI', 'CORE', 'SPREAD_RADIUS', 'TOLERANCE', 'PEDESTAL_PERCENTILE', 'MIN_TEXTURE_BOX',
-           'references', 'log_ready', 'SolarImage', 'radius_pixels', 'without_pedestal', 'read_image', 'at_scale',
-           'rho', 'radial_figures', 'spectral_slope', 'inner_box', 'disk_figures', 'texture_figures', 'texture_of',
-           'compare', 'figure_row', 'archive_frames', 'table', 'realism_command']
+__all__ = ['AIA_171', 'EIT_195', 'ANNULI', 'CORE', 'SPREAD_RADIUS', 'TOLERANCE', 'PEDESTAL_PERCENTILE', 'EIT_FULL_FOV_PIXELS',
+           'SLOPE', 'MIN_TEXTURE_BOX', 'EIT_FIGURES', 'references', 'log_ready', 'SolarImage', 'radius_pixels',
+           'without_pedestal', 'rebinned_full_fov', 'read_image', 'at_scale', 'rho', 'radial_figures', 'spectral_slope',
+           'inner_box', 'disk_figures', 'held_against', 'compare', 'figure_row', 'archive_frames', 'table', 'goal_met',
+           'realism_command']
 
 # %% ../nbs/suvi_fill/15_realism.ipynb 3
 def references() -> Path:
@@ -59,6 +60,7 @@ def radius_pixels(header) -> float:
 
 
 PEDESTAL_PERCENTILE = 0.1   # EIT level-zero images sit on a CCD offset (~840 counts): its darkest pixels
+EIT_FULL_FOV_PIXELS = 1024  # EIT's full field; a 'full FOV' image with fewer pixels was rebinned
 
 
 def without_pedestal(data: np.ndarray, header) -> np.ndarray:
@@ -68,6 +70,16 @@ def without_pedestal(data: np.ndarray, header) -> np.ndarray:
         return data
     valid = data[data > 0]
     return np.where(data > 0, data - (np.percentile(valid, PEDESTAL_PERCENTILE) - 1), 0.0)
+
+
+def rebinned_full_fov(image: SolarImage, header) -> SolarImage:
+    """An EIT 'full FOV' image of fewer than 1024 px whose header kept the unbinned scale: `CDELT1` and
+    `SOLAR_R` (those of the 1024-px frame) scaled by the binning; `CRPIX` is already the small image's.
+    Other images unchanged."""
+    if "full FOV" not in str(header.get("OBJECT", "")) or image.data.shape[1] >= EIT_FULL_FOV_PIXELS:
+        return image
+    binning = EIT_FULL_FOV_PIXELS / image.data.shape[1]
+    return SolarImage(image.data, image.centre, image.radius / binning, image.arcsec * binning)
 
 
 def read_image(path) -> SolarImage:
@@ -85,9 +97,10 @@ def read_image(path) -> SolarImage:
             try:
                 centre = tuple(float(header[f"CRPIX{i}"]) - 1 - float(header.get(f"CRVAL{i}", 0.0)) / float(header[f"CDELT{i}"])
                                for i in (1, 2))
-                return SolarImage(data, centre, radius_pixels(header), abs(float(header["CDELT1"])))
+                image = SolarImage(data, centre, radius_pixels(header), abs(float(header["CDELT1"])))
             except (KeyError, ValueError, DataError) as exc:
                 raise DataError(f"{path}: {exc}") from None
+            return rebinned_full_fov(image, header)
 
 # %% ../nbs/suvi_fill/15_realism.ipynb 8
 def at_scale(image: SolarImage, arcsec: float) -> SolarImage:
@@ -138,56 +151,46 @@ def inner_box(image: SolarImage, radius: float = SPREAD_RADIUS) -> np.ndarray:
     return image.data[max(y - half, 0): y + half, max(x - half, 0): x + half]
 
 # %% ../nbs/suvi_fill/15_realism.ipynb 16
-def disk_figures(image: SolarImage) -> dict[str, float]:
-    "Every full-disk figure of `image`."
-    return {"power-spectrum slope, inner disk": spectral_slope(inner_box(image)), **radial_figures(image)}
-
-
+SLOPE = "power-spectrum slope, inner disk"
 MIN_TEXTURE_BOX = 32   # pixels: below this the spectrum has too few wavenumbers to fit
+EIT_FIGURES = (SLOPE, f"median {ANNULI[0][0]:.2f}-{ANNULI[0][1]:.2f} R / inside {CORE} R",
+               f"std log10 I inside {SPREAD_RADIUS} R")
 
 
-def texture_figures(box: np.ndarray) -> dict[str, float] | None:
-    "Slope and spread of a disk-centre cutout; None when it is under `MIN_TEXTURE_BOX` pixels."
-    if min(box.shape) < MIN_TEXTURE_BOX:
-        return None
-    return {"cutout power-spectrum slope": spectral_slope(box),
-            "cutout std log10 I": float(np.std(np.log10(log_ready(box))))}
+def disk_figures(image: SolarImage) -> dict[str, float | None]:
+    "Every full-disk figure of `image`; the slope is None when the inner square is too small to fit."
+    box = inner_box(image)
+    slope = spectral_slope(box) if min(box.shape) >= MIN_TEXTURE_BOX else None
+    return {SLOPE: slope, **radial_figures(image)}
 
 # %% ../nbs/suvi_fill/15_realism.ipynb 19
-def texture_of(image: SolarImage, eit: SolarImage) -> tuple[dict | None, dict | None]:
-    "(synthetic, EIT) texture figures at the coarser plate scale of the two."
-    scale = max(image.arcsec, eit.arcsec)
-    image, eit = at_scale(image, scale), at_scale(eit, scale)
-    half = eit.data.shape[0] // 2
-    x, y = (int(round(c)) for c in image.centre)
-    box = image.data[max(y - half, 0): y + half, max(x - half, 0): x + half]
-    return texture_figures(box), texture_figures(eit.data)
-
-
-def compare(disk: list[SolarImage], centre: list[SolarImage], folder: Path | None = None) -> list[dict]:
-    """One row per figure: the real value, the synthetic mean, their ratio and whether it is within `TOLERANCE`.
-
-    `disk`: 171 Å frames, held against the AIA 171 full disk; `centre`: 195 Å frames,
-    whose disk-centre texture is held against the EIT 195 cutout."""
-    folder = Path(folder or references())
-    aia, eit = read_image(folder / AIA_171), read_image(folder / EIT_195)
+def held_against(frames: list[SolarImage], reference: SolarImage, band: int, names=None) -> list[dict]:
+    "Rows for `frames` of `band` against `reference`: each figure (of `names`, default all) at the coarser scale."
     real, synthetic = {}, {}
-    for frame in disk:
-        scale = max(frame.arcsec, aia.arcsec)
-        real.update(disk_figures(at_scale(aia, scale)))
+    for frame in frames:
+        scale = max(frame.arcsec, reference.arcsec)
+        real.update(disk_figures(at_scale(reference, scale)))
         for name, value in disk_figures(at_scale(frame, scale)).items():
             synthetic.setdefault(name, []).append(value)
-    for frame in centre:
-        mine, theirs = texture_of(frame, eit)
-        if mine and theirs:
-            real.update(theirs)
-            for name, value in mine.items():
-                synthetic.setdefault(name, []).append(value)
-    return [figure_row(name, real[name], float(np.mean(values))) for name, values in synthetic.items()]
+    return [figure_row(f"{band}: {name}", real[name], None if None in values else float(np.mean(values)))
+            for name, values in synthetic.items() if names is None or name in names]
 
 
-def figure_row(name: str, real: float, synthetic: float) -> dict:
-    "A comparison row: `ratio` synthetic/real, `ok` when within `TOLERANCE` of the real value."
+def compare(disk: list[SolarImage], second: list[SolarImage], folder: Path | None = None) -> list[dict]:
+    """One row per figure: the real value, the synthetic mean, their ratio and whether it is within `TOLERANCE`.
+
+    `disk`: 171 Å frames, held against the AIA 171 full disk; `second`: 195 Å frames,
+    held against the EIT 195 full disk on the figures it can give (`EIT_FIGURES`)."""
+    folder = Path(folder or references())
+    aia, eit = read_image(folder / AIA_171), read_image(folder / EIT_195)
+    return held_against(disk, aia, 171) + held_against(second, eit, 195, EIT_FIGURES)
+
+
+def figure_row(name: str, real: float | None, synthetic: float | None) -> dict:
+    """A comparison row: `ratio` synthetic/real, `ok` when within `TOLERANCE` of the real value;
+    `ok` is None when the figure cannot be measured at this plate scale."""
+    if real is None or synthetic is None:
+        return dict(figure=name, real=real, synthetic=synthetic, ratio=None, ok=None)
     ratio = synthetic / real if real else float("nan")
     return dict(figure=name, real=real, synthetic=synthetic, ratio=ratio, ok=bool(abs(ratio - 1) <= TOLERANCE))
 
@@ -204,11 +207,21 @@ def archive_frames(source, band: int = 171, count: int = 8) -> list[SolarImage]:
 def table(rows: list[dict]) -> str:
     "The comparison as a markdown table, with the goal's verdict under it."
     lines = ["| figure | real | synthetic | synthetic / real | within 25 % |", "|---|---:|---:|---:|:---:|"]
-    lines += [f"| {r['figure']} | {r['real']:.3f} | {r['synthetic']:.3f} | {r['ratio']:.2f} | {'yes' if r['ok'] else 'NO'} |"
-              for r in rows]
-    met = all(r["ok"] for r in rows)
-    lines.append(f"\nGoal (every figure within {TOLERANCE:.0%} of the real one): {'met' if met else 'NOT met'}")
+    for r in rows:
+        if r["ok"] is None:
+            lines.append(f"| {r['figure']} | n/a | n/a | | not measurable (inner square under {MIN_TEXTURE_BOX} px) |")
+        else:
+            lines.append(f"| {r['figure']} | {r['real']:.3f} | {r['synthetic']:.3f} | {r['ratio']:.2f} | "
+                         f"{'yes' if r['ok'] else 'NO'} |")
+    lines.append(f"\nGoal (every measurable figure within {TOLERANCE:.0%} of the real one): "
+                 f"{'met' if goal_met(rows) else 'NOT met'}")
     return "\n".join(lines)
+
+
+def goal_met(rows: list[dict]) -> bool:
+    "Every measurable figure within `TOLERANCE` (and at least one measured)."
+    measured = [r for r in rows if r["ok"] is not None]
+    return bool(measured) and all(r["ok"] for r in measured)
 
 # %% ../nbs/suvi_fill/15_realism.ipynb 25
 def realism_command(parser):
@@ -223,5 +236,5 @@ def realism_command(parser):
             raise OptionError(f"--frames {args.frames}: needs at least 1")
         rows = compare(archive_frames(args.source, 171, args.frames), archive_frames(args.source, 195, args.frames))
         print(table(rows))
-        return 1 if args.strict and not all(r["ok"] for r in rows) else 0
+        return 1 if args.strict and not goal_met(rows) else 0
     return run

@@ -14,21 +14,31 @@ import shutil
 import time
 from pathlib import Path
 
+import numba
 import numpy as np
-from scipy.ndimage import gaussian_filter
+from scipy.ndimage import gaussian_filter, gaussian_filter1d
 
 # %% auto 0
-__all__ = ['RESPONSE_LINES', 'QUIET_RADIANCE', 'QUIET_DEM', 'LIMB_BRIGHTENING', 'OFFLIMB_LEVEL', 'OFFLIMB_SCALE',
-           'NETWORK_CONTRAST', 'NETWORK_CORONAL_SHARE', 'HOLE_DEPTH', 'COUNTS_PER_RADIANCE', 'READ_NOISE_FRACTION',
-           'NATIVE_PIXELS', 'NATIVE_CDELT', 'FIELD_OF_VIEW_ARCSEC', 'PSF_NATIVE_PIXELS', 'CORONAL_304_SHARE', 'OK',
-           'DROP_BAND', 'DROP_FRAME', 'EMPTY_FILE', 'ECLIPSE', 'SENTINEL_RUN', 'DUAL_FAILURE', 'MULTI_DAY_GAP',
-           'OUTAGE_NAMES', 'FILE_PRESENT', 'SATELLITE_LONGITUDE', 'GEO_RADIUS_KM', 'SHADOW_RADIUS_KM', 'SCALED_RATES',
-           'TEXTURE_DEG', 'NETWORK_DEG', 'NETWORK_DAYS', 'AR_RATE_PER_DAY', 'AR_LIFE_DAYS', 'FLARE_RATE_PER_DAY',
-           'AR_HEIGHT', 'CORE_HEIGHT', 'FLARE_HEIGHT', 'POINTING_BIAS_ARCSEC', 'POINTING_DIURNAL_ARCSEC',
-           'POINTING_JITTER_ARCSEC', 'ROLL_BIAS_DEG', 'ROLL_DIURNAL_DEG', 'GAIN_SIGMA', 'OFFSET_FRACTION',
-           'DEFAULT_START', 'DEFAULT_RESOLUTION', 'TRUTH_NAME', 'OUTAGES_NAME', 'band_response', 'dem_weights',
-           'relative_brightness', 'OutageRates', 'eclipse_window', 'outage_plan', 'Geometry', 'SunScene', 'SunSurface',
-           'SunModel', 'Instrument', 'archive_path', 'synthesize', 'synth_command']
+__all__ = ['RESPONSE_LINES', 'QUIET_RADIANCE', 'QUIET_DEM', 'LIMB_THICKNESS', 'OFFLIMB_LEVEL', 'OFFLIMB_SCALE', 'FAR_SCALE',
+           'FAR_SHARE', 'POLAR_FLOOR', 'NETWORK_CONTRAST', 'FINE_CONTRAST', 'HOLE_DEPTH', 'COUNTS_PER_RADIANCE',
+           'READ_NOISE_FRACTION', 'NATIVE_PIXELS', 'NATIVE_CDELT', 'FIELD_OF_VIEW_ARCSEC', 'PSF_NATIVE_PIXELS',
+           'PSF_MIN_PIXELS', 'CORONAL_304_SHARE', 'OK', 'DROP_BAND', 'DROP_FRAME', 'EMPTY_FILE', 'ECLIPSE',
+           'SENTINEL_RUN', 'DUAL_FAILURE', 'MULTI_DAY_GAP', 'OUTAGE_NAMES', 'FILE_PRESENT', 'SATELLITE_LONGITUDE',
+           'GEO_RADIUS_KM', 'SHADOW_RADIUS_KM', 'SCALED_RATES', 'TEXTURE_DEG', 'NETWORK_DEG', 'LANE_WIDTH',
+           'MAX_TEXTURE_LEVEL', 'NETWORK_DAYS', 'FINE_SLOPE', 'FINE_OUTER_DEG', 'FINE_HOURS', 'AR_RATE_PER_DAY',
+           'AR_LIFE_DAYS', 'AR_ENVELOPE_EM', 'AR_CORE_EM', 'FLARE_RATE_PER_DAY', 'AR_HEIGHT', 'CORE_HEIGHT',
+           'FLARE_HEIGHT', 'LOOPS_PER_REGION', 'LOOP_POINTS', 'LOOP_POINT_RADIUS_PX', 'LOOP_WIDTH', 'DIPOLE_DEPTH',
+           'LOOP_LOGT', 'LOOP_DEM_WIDTH', 'LOOP_EM', 'LOOP_PERIOD_MIN', 'BRIGHT_POINTS', 'BRIGHT_POINT_HOURS',
+           'BRIGHT_POINT_LOGT', 'BRIGHT_POINT_EM', 'BRIGHT_POINT_AREA', 'FILAMENTS', 'FILAMENT_DEG', 'FILAMENT_HEIGHT',
+           'FILAMENT_GRID', 'FILAMENT_WIDTH', 'FILAMENT_DEPTH', 'PROMINENCE_LEVEL', 'STREAMERS', 'STREAMER_LAT',
+           'STREAMER_WIDTH', 'PLUMES', 'PLUME_SPREAD', 'PLUME_WIDTH', 'PLUME_HOURS', 'FINE_PHASE_DEG', 'COMPONENTS',
+           'POINTING_BIAS_ARCSEC', 'POINTING_DIURNAL_ARCSEC', 'POINTING_JITTER_ARCSEC', 'ROLL_BIAS_DEG',
+           'ROLL_DIURNAL_DEG', 'GAIN_SIGMA', 'OFFSET_FRACTION', 'DEFAULT_START', 'DEFAULT_RESOLUTION', 'TRUTH_NAME',
+           'OUTAGES_NAME', 'band_response', 'dem_weights', 'relative_brightness', 'OutageRates', 'eclipse_window',
+           'outage_plan', 'Geometry', 'loop_stride', 'dem_radiance', 'dipole_line', 'region_loops', 'local_frame',
+           'loop_points', 'splat', 'bright_points', 'bright_point_sources', 'filaments', 'filament_points',
+           'corona_shapes', 'corona_pattern', 'SunScene', 'pixel_mean', 'pixel_means', 'SunTextures', 'draw_blobs',
+           'SunSurface', 'draw_filaments', 'SunModel', 'Instrument', 'archive_path', 'synthesize', 'synth_command']
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 3
 from suvi_fill.fits import SENTINEL_VALUE, l2_header_values, l2_name, write_l2, world_from_pixel
@@ -54,19 +64,24 @@ RESPONSE_LINES = {
 QUIET_RADIANCE = {94: 0.03, 131: 0.06, 171: 0.55, 195: 0.60, 284: 0.16, 304: 1.6}
 #: Quiet-corona DEM (log T centre, width): the reference every structure's brightness is relative to.
 QUIET_DEM = (6.15, 0.12)
-#: Limb brightening: disk radiance x (1 + beta (1 - mu)); optically thin bands brighten, 304 barely.
-LIMB_BRIGHTENING = {94: 0.5, 131: 0.5, 171: 0.7, 195: 0.8, 284: 0.9, 304: 0.1}
-#: Off-limb radiance just above the limb, relative to the quiet disk centre.
-OFFLIMB_LEVEL = {94: 0.9, 131: 0.8, 171: 1.1, 195: 1.2, 284: 1.3, 304: 0.5}
-#: Off-limb scale height in solar radii: hotter plasma, larger hydrostatic scale height.
-OFFLIMB_SCALE = {94: 0.12, 131: 0.10, 171: 0.07, 195: 0.09, 284: 0.11, 304: 0.012}
-#: Contrast of the network pattern (log-normal sigma): strongest in the chromospheric 304.
-NETWORK_CONTRAST = {94: 0.20, 131: 0.30, 171: 0.30, 195: 0.22, 284: 0.18, 304: 0.45}
-#: Share of the band's network pattern that is coronal (an independent field) rather than the
-#: chromospheric network 304 shows: the hotter the line, the less its pattern follows the chromosphere.
-NETWORK_CORONAL_SHARE = {94: 0.85, 131: 0.2, 171: 0.3, 195: 0.6, 284: 0.75, 304: 0.0}
+#: Limb brightening of the optically thin disk: radiance x sqrt(1 + e^2) / sqrt(mu^2 + e^2), the path
+#: length through a corona of finite thickness `e` (radii); He II 304 is optically thick: nearly flat.
+LIMB_THICKNESS = {94: 0.35, 131: 0.35, 171: 0.45, 195: 0.30, 284: 0.30, 304: 3.0}
+#: Off-limb radiance at the limb relative to the quiet disk centre, before the position-angle pattern
+#: (whose median is ~0.5): set so the 171 radial profile above the limb matches the real AIA 171 disk.
+OFFLIMB_LEVEL = {94: 4.4, 131: 4.4, 171: 4.8, 195: 5.6, 284: 6.0, 304: 0.6}
+#: Scale height of the near corona (radii): hydrostatic, so the hotter the line the larger.
+OFFLIMB_SCALE = {94: 0.04, 131: 0.035, 171: 0.03, 195: 0.035, 284: 0.04, 304: 0.01}
+#: The far corona of streamers and plumes: its scale height (radii) and share of the limb level.
+FAR_SCALE, FAR_SHARE = 0.12, 0.2
+#: Position-angle pattern of the off-limb corona: the polar floor (coronal holes) of the equatorial level.
+POLAR_FLOOR = 0.35
+#: Contrast (log-normal sigma) of the network lanes (supergranule boundaries): strongest in 304.
+NETWORK_CONTRAST = {94: 0.10, 131: 0.20, 171: 0.10, 195: 0.10, 284: 0.08, 304: 0.45}
+#: Contrast of the fine coronal structure (power-law spectrum): loops and moss of the quiet Sun.
+FINE_CONTRAST = {94: 0.30, 131: 0.25, 171: 0.40, 195: 0.45, 284: 0.35, 304: 0.15}
 #: Coronal-hole depth: fraction of the disk radiance removed inside a hole.
-HOLE_DEPTH = {94: 0.6, 131: 0.5, 171: 0.45, 195: 0.8, 284: 0.85, 304: 0.15}
+HOLE_DEPTH = {94: 0.6, 131: 0.5, 171: 0.5, 195: 0.85, 284: 0.9, 304: 0.15}
 #: Counts per (W m-2 sr-1) per native pixel per second: quiet-Sun centre SNR ~20 at 2.5"/px.
 COUNTS_PER_RADIANCE = {b: 400.0 / QUIET_RADIANCE[b] for b in WAVELENGTHS}
 #: Read noise per native pixel, as a fraction of the quiet-Sun level.
@@ -76,6 +91,9 @@ NATIVE_PIXELS, NATIVE_CDELT = 1280, 2.5
 FIELD_OF_VIEW_ARCSEC = NATIVE_PIXELS * NATIVE_CDELT
 #: PSF sigma in native pixels (combined with the pixel box when binned).
 PSF_NATIVE_PIXELS = 1.2
+#: A PSF narrower than this (output pixels: at 64 px the native PSF is 0.06 px) changes a pixel by
+#: under 1 %: it is skipped.
+PSF_MIN_PIXELS = 0.25
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 8
 _LOGT = np.linspace(4.5, 7.6, 311)
@@ -262,14 +280,26 @@ def outage_plan(first_slot: int, n_slots: int, satellites=SATELLITES, rates: Out
     return status, degraded, events
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 21
-#: Texture grid of the heliographic maps, degrees per cell.
-TEXTURE_DEG = 0.5
+#: Texture grid of the heliographic maps, degrees per cell: 0.25 deg is one 5" pixel at disk centre (640 px).
+TEXTURE_DEG = 0.25
 #: Correlation length of the network, degrees (supergranules are ~30 Mm ~ 2.5 deg).
 NETWORK_DEG = 2.5
+#: Width of the network lanes, in standard deviations of the supergranule field about its zero crossings.
+LANE_WIDTH = 0.35
+#: Coarsest smoothed copy of the textures (2**level cells): 4 deg cells, a 48-px frame's pixel.
+MAX_TEXTURE_LEVEL = 4
 #: Network evolution: the pattern decorrelates over about this many days.
 NETWORK_DAYS = 1.0
+#: Power-spectrum slope of the fine coronal structure (log intensity; the real 171 disk shows -2.6)
+#: and its largest scale, degrees: beyond it the field is white (no disk-wide gradients).
+FINE_SLOPE, FINE_OUTER_DEG = 3.0, 60.0
+#: Fine structure evolution: small loops and moss renew over about this many hours.
+FINE_HOURS = 6.0
 #: Active-region emergence rate (all longitudes), per day, and life time range (days, e-folding).
 AR_RATE_PER_DAY, AR_LIFE_DAYS = 1.2, (1.5, 6.0)
+#: Emission measure of an active region's envelope and of its core, relative to the quiet corona
+#: (log-uniform): AR cores in 171 reach ~10x the disk median on the real Sun (AIA 171: p99.9/median 9.7).
+AR_ENVELOPE_EM, AR_CORE_EM = (4.0, 25.0), (4.0, 20.0)
 #: Flare rate per day (all longitudes; those behind the limb are occulted).
 FLARE_RATE_PER_DAY = 3.0
 #: Heights of the structures above the photosphere, solar radii (loops reach off-limb).
@@ -287,6 +317,18 @@ def _smooth_field(rng, shape, cells):
     return field / field.std()
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 23
+def _power_law_field(rng, shape, slope, outer_cells):
+    """Zero-mean, unit-std random field on a lat x lon grid whose power falls as k^-`slope` below
+    the scale of `outer_cells` (white beyond it), periodic in lon: structure at every scale."""
+    noise = rng.standard_normal(shape)
+    ky = np.fft.fftfreq(shape[0])[:, None]
+    kx = np.fft.rfftfreq(shape[1])[None, :]
+    k2 = kx ** 2 + ky ** 2 + 1.0 / outer_cells ** 2
+    field = np.fft.irfft2(np.fft.rfft2(noise) * k2 ** (-slope / 4), s=shape)
+    field -= field.mean()
+    return field / field.std()
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 25
 @dataclasses.dataclass(frozen=True)
 class Geometry:
     "Where the Sun is in an image: the L2 header's CRPIX1/2 (1-based), CDELT1/2 (arcsec/px), CROTA (deg)."
@@ -296,17 +338,19 @@ class Geometry:
     cdelt2: float
     crota: float = 0.0
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 24
+# %% ../nbs/suvi_fill/12_sun.ipynb 26
 def _surface_texture(rng) -> np.ndarray:
-    "The heliographic textures (4, lat, lon), float32: two network phases, the coronal pattern, the coronal holes."
+    """The heliographic textures (5, lat, lon), float32: two phases of the supergranule field (network
+    lanes at its zero crossings), two phases of the fine power-law structure, the coronal holes."""
     shape = (int(180 / TEXTURE_DEG) + 1, int(360 / TEXTURE_DEG))
     cells = NETWORK_DEG / TEXTURE_DEG
     lat = np.linspace(-90, 90, shape[0])[:, None]
     lon = np.linspace(-180, 180, shape[1], endpoint=False)[None, :]
     net_a, net_b = _smooth_field(rng, shape, cells), _smooth_field(rng, shape, cells)
-    net_c = _smooth_field(rng, shape, 1.6 * cells)         # the coronal pattern: larger cells
+    outer = FINE_OUTER_DEG / TEXTURE_DEG
+    fine_a, fine_b = (_power_law_field(rng, shape, FINE_SLOPE, outer) for _ in range(2))
     # Coronal holes: polar caps whose boundary wanders with longitude, plus low-latitude holes.
-    wobble = 6.0 * _smooth_field(rng, (1, shape[1]), 40)[0][None, :]
+    wobble = 6.0 * _smooth_field(rng, (1, shape[1]), 40 * 0.5 / TEXTURE_DEG)[0][None, :]
     cap = 62.0 + wobble
     holes = 1 / (1 + np.exp(-(np.abs(lat) - cap) / 1.5))
     for _ in range(int(rng.integers(1, 4))):
@@ -314,9 +358,9 @@ def _surface_texture(rng) -> np.ndarray:
         dlon = (lon - hn + 180) % 360 - 180
         d2 = ((lat - hl) ** 2 + (dlon * np.cos(np.radians(hl))) ** 2) / size ** 2
         holes = np.maximum(holes, 1 / (1 + np.exp(np.minimum((d2 - 1) * 6, 50.0))))
-    return np.stack([net_a, net_b, net_c, holes]).astype(np.float32)   # (4, lat, lon)
+    return np.stack([net_a, net_b, fine_a, fine_b, holes]).astype(np.float32)   # (5, lat, lon)
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 25
+# %% ../nbs/suvi_fill/12_sun.ipynb 27
 def _active_regions(rng, days: float) -> list:
     "Active regions (dicts) emerging over [-4 d, `days` + 1 d], so the archive starts with a populated Sun."
     first, last = -4.0, days + 1.0
@@ -325,13 +369,13 @@ def _active_regions(rng, days: float) -> list:
     return [dict(
         lat=float(h * np.clip(rng.normal(17, 7), 4, 38)), lon0=float(rng.uniform(-180, 180)),
         peak_day=float(rng.uniform(first, last)), life_days=float(rng.uniform(*AR_LIFE_DAYS)),
-        envelope_em=float(np.exp(rng.uniform(math.log(4), math.log(25)))),
-        core_em=float(np.exp(rng.uniform(math.log(15), math.log(120)))),
+        envelope_em=float(np.exp(rng.uniform(*np.log(AR_ENVELOPE_EM)))),
+        core_em=float(np.exp(rng.uniform(*np.log(AR_CORE_EM)))),
         size=float(rng.uniform(0.035, 0.07)), tilt=float(rng.uniform(-0.6, 0.6)),
         envelope_logt=float(rng.uniform(6.25, 6.35)), core_logt=float(rng.uniform(6.45, 6.6)),
     ) for h in hemisphere]
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 26
+# %% ../nbs/suvi_fill/12_sun.ipynb 28
 def _flares(rng, days: float, regions: list) -> list:
     "Flares (dicts) over `days`, each in a region drawn by its strength at the flare's start."
     n_flares = rng.poisson(FLARE_RATE_PER_DAY * days) if regions else 0
@@ -348,7 +392,241 @@ def _flares(rng, days: float, regions: list) -> list:
             offset=(float(rng.normal(0, 0.01)), float(rng.normal(0, 0.01)))))
     return flares
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 28
+# %% ../nbs/suvi_fill/12_sun.ipynb 30
+#: Loops per active region (field lines traced) and points along each: at 640 px a point per pixel.
+LOOPS_PER_REGION, LOOP_POINTS = 36, 48
+#: Solar radius (pixels) below which loop points are merged: at 640 px (~240 px) every point is about a
+#: pixel apart; at 64 px (~24 px) four merged points are still within about a pixel on most loops.
+LOOP_POINT_RADIUS_PX = 100.0
+
+
+def loop_stride(radius_px: float) -> int:
+    "Points of a traced loop merged into one deposit at a solar radius of `radius_px`: a divisor of `LOOP_POINTS`."
+    most = max(1, int(LOOP_POINT_RADIUS_PX / radius_px))
+    return max(d for d in range(1, most + 1) if LOOP_POINTS % d == 0)
+
+
+#: Loop cross-section, radii (~2 Mm: loops are unresolved threads at SUVI's 2.5").
+LOOP_WIDTH = 0.003
+#: Depth of an active region's dipole under the surface, in units of the region's size.
+DIPOLE_DEPTH = 0.5
+#: Temperatures of the inner (hot core) and outer (cool fan) loops, log T; DEM width of one loop.
+LOOP_LOGT, LOOP_DEM_WIDTH = (6.55, 5.95), 0.08
+#: Emission measure of a loop relative to the quiet corona (log-uniform range) and its pulse period, minutes.
+LOOP_EM, LOOP_PERIOD_MIN = (1.5, 12.0), (20.0, 90.0)
+
+
+def dem_radiance(logt, width: float) -> np.ndarray:
+    "`relative_brightness` for many temperatures at once: (n, 6) radiances of unit-quiet emission measure."
+    logt = np.atleast_1d(np.asarray(logt, np.float64))
+    dem = np.exp(-0.5 * ((_LOGT[None, :] - logt[:, None]) / width) ** 2)
+    dem /= dem.sum(1, keepdims=True)
+    return _QUIET * _CORONAL_SHARE * (dem @ _RESPONSE) / _QUIET_WEIGHTS
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 32
+def dipole_line(lines, depth, points: int = LOOP_POINTS):
+    """Field lines r = L sin²θ of a horizontal dipole at `depth` under the surface, footpoint to
+    footpoint: (along, up, step) arrays (n, points) in radii, `step` the arc length per point."""
+    lines = np.asarray(lines, np.float64)[:, None]
+    theta0 = np.arcsin(np.clip(depth / lines, 0, 1) ** (1 / 3))
+    s = np.linspace(0.0, 1.0, points)[None, :]
+    theta = theta0 + (math.pi - 2 * theta0) * s
+    r = lines * np.sin(theta) ** 2
+    along, up = r * np.cos(theta), np.maximum(r * np.sin(theta) - depth, 0.0)
+    step = np.hypot(np.gradient(along, axis=1), np.gradient(up, axis=1))
+    return along, up, step
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 34
+def region_loops(seed: int, index: int, region: dict) -> dict:
+    """The field lines of active region `index` (deterministic in `seed` and `index`): per loop its
+    dipole line L, footpoint offset across the axis, shear, temperature, emission, pulse and the
+    region strength at which it has emerged.  Arrays of `LOOPS_PER_REGION`."""
+    rng = np.random.default_rng([int(seed), int(index), 0x100F])
+    n, size = LOOPS_PER_REGION, region["size"]
+    depth = DIPOLE_DEPTH * size
+    reach = rng.uniform(0.0, 1.0, n)                      # 0: innermost, 1: outermost line
+    lines = depth * np.exp(math.log(1.3) + reach * math.log(12.0))
+    hot = np.clip(1 - reach + rng.normal(0, 0.15, n), 0, 1)
+    loops = dict(
+        depth=depth, lines=lines, across=rng.normal(0, 0.5, n) * size, shear=rng.normal(0, 0.25, n),
+        logt=LOOP_LOGT[1] + (LOOP_LOGT[0] - LOOP_LOGT[1]) * hot,
+        em=np.exp(rng.uniform(*np.log(LOOP_EM), n)), period=rng.uniform(*LOOP_PERIOD_MIN, n) / 1440.0,
+        phase=rng.uniform(0, 1, n), emerge=rng.uniform(0, 1, n))
+    # What does not change with time, traced once: the lines' shapes and each loop's band radiances.
+    loops["along"], loops["up"], loops["step"] = dipole_line(lines, depth)
+    loops["radiance"] = dem_radiance(loops["logt"], LOOP_DEM_WIDTH)
+    return loops
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 35
+def local_frame(lat, lon, b0):
+    """Observer-frame unit vectors (normal, east, north), each (3, ...) of the surface point at
+    heliographic `lat`, central-meridian `lon` (radians): x west, y north, z toward the observer."""
+    cl, sl, co, so, cb, sb = np.cos(lat), np.sin(lat), np.cos(lon), np.sin(lon), math.cos(b0), math.sin(b0)
+    normal = np.stack([cl * so, sl * cb - cl * co * sb, sl * sb + cl * co * cb])
+    east = np.stack([co, so * sb + 0 * cl, -so * cb])
+    north = np.stack([-sl * so, cl * cb + sl * co * sb, cl * sb - sl * co * cb])
+    return normal, east, north
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 37
+def _coarse_lines(loops: dict, stride: int) -> tuple:
+    "The loops' (along, up, step) with every `stride` points merged into one at their mean place, arc summed (cached)."
+    key = ("coarse", stride)
+    if key not in loops:
+        n = len(loops["lines"])
+        merge = lambda a, how: how(a.reshape(n, -1, stride), axis=-1)
+        loops[key] = merge(loops["along"], np.mean), merge(loops["up"], np.mean), merge(loops["step"], np.sum)
+    return loops[key]
+
+
+def loop_points(loops: dict, lat: float, lon: float, tilt: float, b0: float, strength: float, day: float,
+                stride: int = 1):
+    """Observer-frame points (3, m) of the emerged loops of one region at `day`, and their band
+    flux (m, 6) per point (radiance x cross-section x arc length, radii²).  `stride` (a divisor of
+    `LOOP_POINTS`) merges that many points into one carrying their flux: coarse pixels need fewer."""
+    shown = loops["emerge"] < strength
+    if not shown.any():
+        return np.zeros((3, 0)), np.zeros((0, 6))
+    along, up, step = (a[shown] for a in _coarse_lines(loops, stride)) if stride > 1 else \
+        (loops["along"][shown], loops["up"][shown], loops["step"][shown])
+    angle = tilt + loops["shear"][shown][:, None]
+    normal, east, north = local_frame(math.radians(lat), math.radians(lon), b0)
+    axis = np.cos(angle)[None] * east[:, None, None] + np.sin(angle)[None] * north[:, None, None]
+    across = -np.sin(angle)[None] * east[:, None, None] + np.cos(angle)[None] * north[:, None, None]
+    points = (normal[:, None, None] * (1.0 + up)[None] + axis * along[None]
+              + across * loops["across"][shown][None, :, None])
+    pulse = np.sin(math.pi * (day / loops["period"][shown] + loops["phase"][shown])) ** 4
+    em = strength * loops["em"][shown] * (0.15 + 0.85 * pulse)
+    flux = (em[:, None] * loops["radiance"][shown])[:, None, :] \
+        * (LOOP_WIDTH * step)[:, :, None]
+    return points.reshape(3, -1), flux.reshape(-1, 6)
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 38
+def splat(image, points, flux, geometry: Geometry, radius_px: float, visible=None) -> None:
+    """Add point sources to `image` (bands, rows, cols): `points` (3, m) observer-frame positions in
+    radii, `flux` (m, bands) in radiance x radii².  Bilinear, flux kept; points behind the disk dropped."""
+    px, py, pz = points
+    keep = (pz >= 0) | (px * px + py * py >= 1.0) if visible is None else visible
+    px, py, flux = px[keep], py[keep], flux[keep]
+    rho = math.radians(geometry.crota)
+    u, v = px * radius_px, py * radius_px
+    col = math.cos(rho) * u + math.sin(rho) * v + geometry.crpix1 - 1
+    row = -math.sin(rho) * u + math.cos(rho) * v + geometry.crpix2 - 1
+    rows, cols = image.shape[1:]
+    c0, r0 = np.floor(col).astype(np.int64), np.floor(row).astype(np.int64)
+    fc, fr = col - c0, row - r0
+    index, weight = [], []
+    for dr, dc, w in ((0, 0, (1 - fr) * (1 - fc)), (0, 1, (1 - fr) * fc), (1, 0, fr * (1 - fc)), (1, 1, fr * fc)):
+        rr, cc = r0 + dr, c0 + dc
+        ok = (rr >= 0) & (rr < rows) & (cc >= 0) & (cc < cols)
+        index.append((rr * cols + cc)[ok])
+        weight.append((w[ok] * radius_px * radius_px)[:, None] * flux[ok])
+    index, weight = np.concatenate(index), np.concatenate(weight)
+    bands = image.shape[0]
+    # One deposit for every band: band i's pixels are offset by i * rows * cols in a flat index.
+    flat = (index[:, None] + np.arange(bands) * (rows * cols)).ravel()
+    image += np.bincount(flat, weight.ravel(), minlength=bands * rows * cols).reshape(image.shape).astype(np.float32)
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 39
+#: Bright points alive at once on the whole Sun (about half face us), their life (hours), temperature
+#: (log T), emission measure relative to the quiet corona and footprint (radii²: ~3 Mm across).
+BRIGHT_POINTS, BRIGHT_POINT_HOURS = 800, (4.0, 20.0)
+BRIGHT_POINT_LOGT, BRIGHT_POINT_EM, BRIGHT_POINT_AREA = (6.05, 6.25), (5.0, 40.0), 5e-5
+
+
+def bright_points(rng, days: float) -> dict:
+    "Bright points born over [-1 d, `days` + 1 d] at random places: arrays of latitude, longitude, birth, life, band radiances."
+    mean_life = np.mean(BRIGHT_POINT_HOURS) / 24.0
+    n = int(BRIGHT_POINTS * (days + 2.0) / mean_life)
+    return dict(lat=np.degrees(np.arcsin(rng.uniform(-1, 1, n))), lon0=rng.uniform(-180, 180, n),
+                birth=rng.uniform(-1.0, days + 1.0, n), life=rng.uniform(*BRIGHT_POINT_HOURS, n) / 24.0,
+                radiance=np.exp(rng.uniform(*np.log(BRIGHT_POINT_EM), n))[:, None]
+                * dem_radiance(rng.uniform(*BRIGHT_POINT_LOGT, n), 0.1) * BRIGHT_POINT_AREA)
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 40
+def bright_point_sources(points: dict, day: float, b0: float):
+    "Observer-frame positions (3, m) and band flux (m, 6) of the bright points alive on `day` (rise and fade)."
+    age = (day - points["birth"]) / points["life"]
+    alive = (age > 0) & (age < 1)
+    lat = points["lat"][alive]
+    lon = points["lon0"][alive] + rotation_rate(lat) * day
+    normal, _, _ = local_frame(np.radians(lat), np.radians(lon), b0)
+    return normal * 1.003, points["radiance"][alive] * (np.sin(math.pi * age[alive]) ** 2)[:, None]
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 41
+#: Filaments on the whole Sun, their length (deg), height of the sheet (radii), points along x up.
+FILAMENTS, FILAMENT_DEG, FILAMENT_HEIGHT, FILAMENT_GRID = 8, (6.0, 25.0), (0.015, 0.04), (40, 8)
+#: Filament sheet thickness (radii), absorption depth per band on the disk, and prominence radiance
+#: relative to the quiet disk centre above the limb (cool plasma: He II 304, a little 171).
+FILAMENT_WIDTH = 0.006
+FILAMENT_DEPTH = {94: 0.5, 131: 0.6, 171: 0.7, 195: 0.7, 284: 0.6, 304: 0.6}
+PROMINENCE_LEVEL = {94: 0.02, 131: 0.1, 171: 0.2, 195: 0.1, 284: 0.05, 304: 1.2}
+
+
+def filaments(rng) -> dict:
+    "Filament sheets: arrays of latitude, longitude, length, orientation (rad) and height."
+    n = FILAMENTS
+    return dict(lat=rng.choice((-1.0, 1.0), n) * rng.uniform(15, 55, n), lon0=rng.uniform(-180, 180, n),
+                length=rng.uniform(*FILAMENT_DEG, n), angle=rng.normal(0, 0.4, n),
+                height=rng.uniform(*FILAMENT_HEIGHT, n))
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 42
+def filament_points(sheets: dict, day: float, b0: float):
+    "Observer-frame points (3, m) of every filament sheet on `day` and each point's share of sheet area (radii²)."
+    along_n, up_n = FILAMENT_GRID
+    s = np.linspace(-0.5, 0.5, along_n)[None, :, None]
+    h = np.linspace(0.0, 1.0, up_n)[None, None, :]
+    lat = np.radians(sheets["lat"])
+    lon = np.radians(sheets["lon0"] + rotation_rate(sheets["lat"]) * day)
+    normal, east, north = local_frame(lat, lon, b0)
+    length = np.radians(sheets["length"])
+    axis = np.cos(sheets["angle"]) * east + np.sin(sheets["angle"]) * north
+    points = (normal[:, :, None, None] * (1.0 + sheets["height"][None, :, None, None] * h[None])
+              + axis[:, :, None, None] * (length[None, :, None, None] * s[None]))
+    area = (length / along_n * FILAMENT_WIDTH)[:, None, None] * np.ones((1, along_n, up_n)) / up_n
+    return points.reshape(3, -1), area.reshape(-1)
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 43
+#: Streamers on the whole Sun: their count, base latitude range (deg), width in position angle (deg).
+STREAMERS, STREAMER_LAT, STREAMER_WIDTH = 6, 35.0, (8.0, 25.0)
+#: Plumes per polar hole, their spread about the pole and width in position angle (deg), period (hours).
+PLUMES, PLUME_SPREAD, PLUME_WIDTH, PLUME_HOURS = 10, 20.0, (1.0, 3.0), (6.0, 30.0)
+
+
+def corona_shapes(rng) -> dict:
+    "Streamer bases and polar plumes: the off-limb structure's arrays."
+    n, m = STREAMERS, 2 * PLUMES
+    return dict(lat=rng.uniform(-STREAMER_LAT, STREAMER_LAT, n), lon0=rng.uniform(-180, 180, n),
+                width=rng.uniform(*STREAMER_WIDTH, n), amp=rng.uniform(0.5, 1.5, n),
+                plume_pa=np.repeat([0.0, 180.0], PLUMES) + rng.normal(0, PLUME_SPREAD, m),
+                plume_width=rng.uniform(*PLUME_WIDTH, m), plume_amp=rng.uniform(0.3, 1.0, m),
+                plume_period=rng.uniform(*PLUME_HOURS, m) / 24.0, plume_phase=rng.uniform(0, 1, m))
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 44
+def _wrap(angle):
+    "Angle in degrees wrapped to [-180, 180)."
+    return (angle + 180.0) % 360.0 - 180.0
+
+
+def corona_pattern(shapes: dict, pa, day: float):
+    """Position-angle pattern (near, far) of the off-limb corona at position angles `pa` (deg from
+    north through west): dark polar holes, streamers over the limb where their base is, flickering plumes."""
+    lon = _wrap(shapes["lon0"] + rotation_rate(shapes["lat"]) * day)
+    seen = np.exp(-(((np.abs(lon) - 90.0) / 40.0) ** 2)) * shapes["amp"]
+    limb_pa = np.where(lon > 0, 90.0 - shapes["lat"], shapes["lat"] - 90.0)
+    pa = np.asarray(pa, np.float64)[None, :]
+    streamers = seen @ np.exp(-0.5 * (_wrap(pa - limb_pa[:, None]) / shapes["width"][:, None]) ** 2)
+    flicker = shapes["plume_amp"] * (0.5 + 0.5 * np.sin(2 * math.pi * (day / shapes["plume_period"]
+                                                                        + shapes["plume_phase"])))
+    plumes = flicker @ np.exp(-0.5 * (_wrap(pa - shapes["plume_pa"][:, None]) / shapes["plume_width"][:, None]) ** 2)
+    base = POLAR_FLOOR + (1 - POLAR_FLOOR) * np.sin(np.radians(pa[0])) ** 2
+    return base + 0.5 * streamers + 0.4 * plumes, 0.3 * base + 1.5 * streamers + 0.8 * plumes
+
+
+#: Ring of position angles a frame evaluates the pattern on (deg): a quarter of the narrowest plume's
+#: 1 deg width, so reading it linearly per pixel is within 1 % of evaluating it there.
+_PATTERN_PA = np.arange(-180.0, 180.0, 0.25)
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 46
 class SunScene:
     "The synthetic Sun of one archive: textures, active regions and flares drawn once from `seed`."
 
@@ -360,6 +638,12 @@ class SunScene:
         self.texture = _surface_texture(rng)
         self.regions = _active_regions(rng, self.days)
         self.flares = _flares(rng, self.days, self.regions)
+        fine = np.random.default_rng([self.seed, 0x50, 2])      # its own stream: regions and flares stay as drawn
+        self.bright_points = bright_points(fine, self.days)
+        self.filaments = filaments(fine)
+        self.corona_shapes = corona_shapes(fine)
+        self._loops = {}                                         # region index -> (region, its loops), drawn on demand
+        self._levels = {}                                        # smoothed textures for coarse pixels
 
     def day(self, when) -> float:
         "Days since the archive start of `when` (unix seconds or any time)."
@@ -389,96 +673,243 @@ class SunScene:
             * (1 - math.exp(-t / 1.0))
         return bands
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 30
-class SunSurface(SunScene):
-    "The quiet-Sun layers of the synthetic Sun and the structure painter regions and flares use."
+# %% ../nbs/suvi_fill/12_sun.ipynb 48
+#: Fine grid of the radial profiles (radii from the disk centre): the frame's corners are at ~2.4 R.
+_RHO = np.linspace(0.0, 3.0, 6001)
+_LANE_MEAN = LANE_WIDTH / math.sqrt(LANE_WIDTH ** 2 + 2)
+_LANE_STD = math.sqrt(LANE_WIDTH / math.sqrt(LANE_WIDTH ** 2 + 4) - _LANE_MEAN ** 2)
+#: Phase of each band in the fine structure's evolution (deg): hot plasma cools through the bands in turn,
+#: so neighbouring temperatures share structure and distant ones little (the 171/195 correlation ~0.6).
+FINE_PHASE_DEG = {94: 80.0, 131: 10.0, 171: 20.0, 195: 65.0, 284: 90.0, 304: 0.0}
 
-    def _draw_disk(self, image, x, y, rho2, inside, b0, day) -> None:
-        "The quiet disk: limb brightening, the evolving network and the coronal holes, on the disk pixels."
-        on = inside > 0
-        z = np.sqrt(np.clip(1.0 - rho2[on], 0.0, 1.0))
-        xo, yo = x[on], y[on]
-        sinlat = np.clip(yo * math.cos(b0) + z * math.sin(b0), -1, 1)
-        lat = np.degrees(np.arcsin(sinlat))
-        lon = np.degrees(np.arctan2(xo, z * math.cos(b0) - yo * math.sin(b0)))
-        carrington = lon - rotation_rate(lat) * day
-        net_a, net_b, net_c, holes = self._sample(lat, carrington)
-        phase = 2 * math.pi * day / (4 * NETWORK_DAYS)
-        chromospheric = math.cos(phase) * net_a + math.sin(phase) * net_b
-        weight = inside[on]
-        for i, band in enumerate(WAVELENGTHS):
-            c, h = NETWORK_CONTRAST[band], NETWORK_CORONAL_SHARE[band]
-            network = math.sqrt(1 - h * h) * chromospheric + h * net_c
-            image[i][on] = weight * (QUIET_RADIANCE[band] * (1 + LIMB_BRIGHTENING[band] * (1 - z))
-                                     * np.exp(c * network - 0.5 * c * c) * (1 - HOLE_DEPTH[band] * holes))
 
-    @staticmethod
-    def _draw_corona(image, y, rho, inside) -> None:
-        "The off-limb corona: per-band scale height, the streamer belt, a faint far-corona floor."
-        off = inside < 1
-        height = np.maximum(rho[off] - 1.0, 0.0)
-        streamer = 0.3 + 0.7 * (1 - (y[off] / np.maximum(rho[off], 1e-6)) ** 2) ** 2
-        weight = 1.0 - inside[off]
-        for i, band in enumerate(WAVELENGTHS):
-            q = QUIET_RADIANCE[band]
-            image[i][off] += weight * q * (OFFLIMB_LEVEL[band] * streamer * np.exp(-height / OFFLIMB_SCALE[band])
-                                           + 0.01 * np.maximum(rho[off], 1.0) ** -3)
+def _cumulative(values) -> np.ndarray:
+    "Running integral of `values` over `_RHO`."
+    return np.concatenate([[0.0], np.cumsum(0.5 * (values[1:] + values[:-1]) * np.diff(_RHO))])
 
-    def _sample(self, lat, lon):
-        "Bilinear sample of the heliographic textures at (lat, lon) degrees: one array per texture."
-        fy = (lat + 90.0) / TEXTURE_DEG
-        fx = ((lon + 180.0) % 360.0) / TEXTURE_DEG
-        y0 = np.clip(np.floor(fy).astype(np.int64), 0, self.texture.shape[1] - 2)
-        x0 = np.floor(fx).astype(np.int64) % self.texture.shape[2]
-        x1 = (x0 + 1) % self.texture.shape[2]
+
+def pixel_mean(cumulative, rho, radius_px: float) -> np.ndarray:
+    "Mean of a radial profile (given by its running integral) over one pixel's width about each `rho`."
+    half = 0.5 / radius_px
+    low = rho - half                  # the profile is even in rho: its integral is odd
+    below = np.sign(low) * np.interp(np.abs(low), _RHO, cumulative)
+    return ((np.interp(rho + half, _RHO, cumulative) - below) / (2 * half)).astype(np.float32)
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 49
+import functools
+
+
+@functools.lru_cache(maxsize=None)
+def _disk_profile(band: int) -> np.ndarray:
+    "Running integral of the disk's limb brightening of `band` (zero off the disk)."
+    e = LIMB_THICKNESS[band]
+    mu2 = np.clip(1.0 - _RHO ** 2, 0.0, None)
+    return _cumulative(np.where(_RHO < 1.0, math.sqrt(1 + e * e) / np.sqrt(mu2 + e * e), 0.0))
+
+
+@functools.lru_cache(maxsize=None)
+def _corona_profiles(band: int) -> tuple:
+    "Running integrals of the near and far corona of `band` above the limb (zero on the disk)."
+    height = _RHO - 1.0
+    above = height >= 0
+    near = np.where(above, OFFLIMB_LEVEL[band] * np.exp(-np.maximum(height, 0) / OFFLIMB_SCALE[band]), 0.0)
+    far = np.where(above, OFFLIMB_LEVEL[band] * FAR_SHARE * np.exp(-np.maximum(height, 0) / FAR_SCALE), 0.0)
+    return _cumulative(near), _cumulative(far)
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 52
+@functools.lru_cache(maxsize=None)
+def _profile_table() -> np.ndarray:
+    "The running integrals stacked (18, len(_RHO)): the disk of each band, then each band's near and far corona."
+    rows = [_disk_profile(b) for b in WAVELENGTHS]
+    for band in WAVELENGTHS:
+        rows.extend(_corona_profiles(band))
+    return np.stack(rows)
+
+
+def _lookup(table, rho) -> np.ndarray:
+    "Linear interpolation of every row of `table` at radii `rho` >= 0 (held at the grid's end beyond it)."
+    f = np.minimum(rho * ((len(_RHO) - 1) / _RHO[-1]), len(_RHO) - 1.0)
+    i = np.minimum(f.astype(np.int64), len(_RHO) - 2)
+    w = f - i
+    return table[:, i] * (1.0 - w) + table[:, i + 1] * w
+
+
+def pixel_means(table, rho, radius_px: float) -> np.ndarray:
+    "`pixel_mean` of every row of `table` (k, len(_RHO)) at `rho` (n,) at once: (k, n) float32."
+    rho = np.asarray(rho, np.float64)
+    half = 0.5 / radius_px
+    low = rho - half
+    below = np.sign(low) * _lookup(table, np.abs(low))
+    return ((_lookup(table, rho + half) - below) / (2 * half)).astype(np.float32)
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 55
+class SunTextures(SunScene):
+    "The heliographic textures of the synthetic Sun, sampled at any (lat, lon) and pixel size."
+
+    def _sample(self, lat, lon, level: int = 0):
+        """Bilinear sample of the heliographic textures at (lat, lon) degrees, from the copy smoothed to
+        cells of 2**`level` grid cells (so a coarse pixel gets the mean, not one point, of the texture)."""
+        t, deg, _ = self._texture_level(level)
+        fy = (lat + 90.0) / deg
+        fx = ((lon + 180.0) % 360.0) / deg
+        y0 = np.clip(np.floor(fy).astype(np.int64), 0, t.shape[1] - 2)
+        x0 = np.floor(fx).astype(np.int64) % t.shape[2]
+        x1 = (x0 + 1) % t.shape[2]
         wy, wx = (fy - y0).astype(np.float32), (fx - np.floor(fx)).astype(np.float32)
-        t = self.texture
         top = t[:, y0, x0] * (1 - wx) + t[:, y0, x1] * wx
         bottom = t[:, y0 + 1, x0] * (1 - wx) + t[:, y0 + 1, x1] * wx
         return top * (1 - wy) + bottom * wy
 
-    @staticmethod
-    def _blob(image, geometry, scale, b0, lat, lon, height, sigma, amps, x, y, rho2):
-        "Add a Gaussian structure at (lat, lon, height) of radius `sigma` (solar radii), occulted behind the disk."
-        la, lo = math.radians(lat), math.radians(lon)
-        r = 1.0 + height
-        px = r * math.cos(la) * math.sin(lo)
-        py = r * (math.sin(la) * math.cos(b0) - math.cos(la) * math.cos(lo) * math.sin(b0))
-        pz = r * (math.sin(la) * math.sin(b0) + math.cos(la) * math.cos(lo) * math.cos(b0))
-        if pz < 0 and px * px + py * py < (1.0 - 3 * sigma) ** 2:
-            return                                                    # wholly behind the disk
-        # Below half a pixel a structure is as wide as the pixel: keep its flux, spread it.
-        sigma_eff = max(sigma, 0.5 / scale)
-        amps = np.asarray(amps) * (sigma / sigma_eff) ** 2
-        sigma_px = sigma_eff * scale
-        # Pixel window of +-4 sigma around the projected centre.
-        tx, ty = px * scale * geometry.cdelt1, py * scale * geometry.cdelt2
-        rho = math.radians(geometry.crota)
-        u, v = tx / geometry.cdelt1, ty / geometry.cdelt2
-        col = math.cos(rho) * u + math.sin(rho) * v + geometry.crpix1 - 1
-        row = -math.sin(rho) * u + math.cos(rho) * v + geometry.crpix2 - 1
-        half = 4 * sigma_px
-        r0, r1 = max(int(row - half), 0), min(int(row + half) + 2, image.shape[1])
-        c0, c1 = max(int(col - half), 0), min(int(col + half) + 2, image.shape[2])
-        if r1 <= r0 or c1 <= c0:
-            return
-        wx, wy = x[r0:r1, c0:c1], y[r0:r1, c0:c1]
-        footprint = np.exp(-((wx - px) ** 2 + (wy - py) ** 2) / (2 * sigma_eff * sigma_eff))
-        if pz < 0:
-            footprint = footprint * (rho2[r0:r1, c0:c1] >= 1.0)
-        for i, amp in enumerate(amps):
-            if amp:
-                image[i, r0:r1, c0:c1] += np.float32(amp) * footprint
+    def _texture_level(self, level: int):
+        """The textures smoothed over 2**`level` cells and subsampled, their cell size in degrees and
+        their statistics (cached): the fine structure's variance, the lanes' mean and variance (relative
+        to full resolution), so that smoothing keeps every band's mean radiance."""
+        if level not in self._levels:
+            step = 2 ** level
+            smooth = self.texture
+            if level:   # separable: filter latitude, keep every step-th row, then filter only those in longitude
+                smooth = gaussian_filter1d(smooth, 0.5 * step, axis=1, mode="nearest")[:, ::step]
+                smooth = gaussian_filter1d(smooth, 0.5 * step, axis=2, mode="wrap")[:, :, ::step]
+            lanes = np.exp(-(smooth[0] / LANE_WIDTH) ** 2)
+            stats = dict(fine_var=float(smooth[2:4].var()), lane_mean=float(lanes.mean()),
+                         lane_var=float(lanes.var()) / _LANE_STD ** 2)
+            self._levels[level] = (np.ascontiguousarray(smooth), TEXTURE_DEG * step, stats)
+        return self._levels[level]
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 32
+# %% ../nbs/suvi_fill/12_sun.ipynb 57
+@numba.njit(cache=True, nogil=True)
+def _blob_kernel(image, x, y, rho2, centre, spec):
+    """Add each structure of `spec` (m, 5 + bands: px, py, pz, sigma, sigma_px, amplitudes) to `image`,
+    a Gaussian footprint in a +-4 sigma window about `centre` (m, 2: row, col) in pixels."""
+    bands, rows, cols = image.shape
+    for j in range(spec.shape[0]):
+        px, py, pz, sigma, sigma_px = spec[j, 0], spec[j, 1], spec[j, 2], spec[j, 3], spec[j, 4]
+        row, col, half = centre[j, 0], centre[j, 1], 4.0 * sigma_px
+        r0, r1 = max(int(row - half), 0), min(int(row + half) + 2, rows)
+        c0, c1 = max(int(col - half), 0), min(int(col + half) + 2, cols)
+        if r1 <= r0 or c1 <= c0:
+            continue
+        foot = np.empty((r1 - r0, c1 - c0))
+        total = 0.0
+        for r in range(r0, r1):
+            for c in range(c0, c1):
+                d2 = (x[r, c] - px) ** 2 + (y[r, c] - py) ** 2
+                v = math.exp(-d2 / (2.0 * sigma * sigma))
+                foot[r - r0, c - c0] = v
+                total += v
+        # Sampled at pixel centres a small blob's sum depends on its sub-pixel position: keep its flux.
+        norm = 2.0 * math.pi * sigma_px * sigma_px / total if (r0 > 0 and c0 > 0 and r1 < rows and c1 < cols) else 1.0
+        for r in range(r0, r1):
+            for c in range(c0, c1):
+                v = foot[r - r0, c - c0] * norm
+                if pz < 0 and rho2[r, c] < 1.0:
+                    continue                                   # behind the disk
+                for b in range(bands):
+                    a = spec[j, 5 + b]
+                    if a != 0.0:
+                        image[b, r, c] += a * v
+
+
+def draw_blobs(image, blobs, geometry: Geometry, scale: float, b0: float, x, y, rho2) -> None:
+    """Draw queued structures (m, 4 + bands: lat, lon deg, height, sigma radii, amplitudes) onto `image`,
+    occulted behind the disk; below half a pixel a structure is as wide as the pixel, its flux kept."""
+    if not len(blobs):
+        return
+    b = np.asarray(blobs, np.float64)
+    la, lo, r = np.radians(b[:, 0]), np.radians(b[:, 1]), 1.0 + b[:, 2]
+    px = r * np.cos(la) * np.sin(lo)
+    py = r * (np.sin(la) * math.cos(b0) - np.cos(la) * np.cos(lo) * math.sin(b0))
+    pz = r * (np.sin(la) * math.sin(b0) + np.cos(la) * np.cos(lo) * math.cos(b0))
+    sigma = b[:, 3]
+    keep = ~((pz < 0) & (px * px + py * py < (1.0 - 3 * sigma) ** 2))   # wholly behind the disk
+    sigma_eff = np.maximum(sigma, 0.5 / scale)
+    amps = b[:, 4:] * ((sigma / sigma_eff) ** 2)[:, None]
+    rot = math.radians(geometry.crota)
+    u, v = px * scale, py * scale
+    col = math.cos(rot) * u + math.sin(rot) * v + geometry.crpix1 - 1
+    row = -math.sin(rot) * u + math.cos(rot) * v + geometry.crpix2 - 1
+    spec = np.column_stack([px, py, pz, sigma_eff, sigma_eff * scale, amps])[keep]
+    _blob_kernel(image, x, y, rho2, np.column_stack([row, col])[keep], np.ascontiguousarray(spec))
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 58
+class SunSurface(SunTextures):
+    "The quiet-Sun layers of the synthetic Sun and the structure painter regions and flares use."
+
+    def _draw_disk(self, image, x, y, rho, radius_px, b0, day) -> None:
+        "The quiet disk: limb brightening, network lanes, fine structure and coronal holes, pixel-averaged at the limb."
+        on = rho < 1.0 + 1.0 / radius_px
+        z = np.sqrt(np.clip(1.0 - rho[on] ** 2, 0.0, 1.0))
+        xo, yo = x[on], y[on]
+        lat = np.degrees(np.arcsin(np.clip(yo * math.cos(b0) + z * math.sin(b0), -1, 1)))
+        lon = np.degrees(np.arctan2(xo, z * math.cos(b0) - yo * math.sin(b0)))
+        pixel_deg = math.degrees(1.0 / radius_px)
+        level = int(np.clip(math.floor(math.log2(max(pixel_deg / TEXTURE_DEG, 1.0))), 0, MAX_TEXTURE_LEVEL))
+        net_a, net_b, fine_a, fine_b, holes = self._sample(lat, lon - rotation_rate(lat) * day, level)
+        phase = 2 * math.pi * day / (4 * NETWORK_DAYS)
+        stats = self._texture_level(level)[2]
+        lanes = np.exp(-((math.cos(phase) * net_a + math.sin(phase) * net_b) / LANE_WIDTH) ** 2)
+        lanes = (lanes - stats["lane_mean"]) / _LANE_STD
+        limb = pixel_means(_profile_table()[:len(WAVELENGTHS)], rho[on], radius_px)
+        for i, band in enumerate(WAVELENGTHS):
+            psi = 2 * math.pi * day * 24.0 / (4 * FINE_HOURS) + math.radians(FINE_PHASE_DEG[band])
+            c, f = NETWORK_CONTRAST[band], FINE_CONTRAST[band]
+            texture = np.exp(c * lanes + f * (math.cos(psi) * fine_a + math.sin(psi) * fine_b)
+                             - 0.5 * (c * c * stats["lane_var"] + f * f * stats["fine_var"]))
+            image[i][on] = (QUIET_RADIANCE[band] * limb[i]
+                            * texture * (1 - HOLE_DEPTH[band] * holes))
+
+    def _draw_corona(self, image, x, y, rho, radius_px, day) -> None:
+        "The off-limb corona: near and far corona with the streamer and plume pattern, pixel-averaged at the limb."
+        off = rho > 1.0 - 1.0 / radius_px
+        # The pattern depends on position angle alone: evaluated on a fine ring, then read per pixel.
+        ring = corona_pattern(self.corona_shapes, _PATTERN_PA, day)
+        pa = np.degrees(np.arctan2(x[off], y[off]))
+        near, far = (np.interp(pa, _PATTERN_PA, values, period=360.0) for values in ring)
+        profiles = pixel_means(_profile_table()[len(WAVELENGTHS):], rho[off], radius_px)
+        for i, band in enumerate(WAVELENGTHS):
+            image[i][off] += QUIET_RADIANCE[band] * (profiles[2 * i] * near + profiles[2 * i + 1] * far)
+
+    def _blob(self, lat, lon, height, sigma, amps):
+        "Queue a Gaussian structure at (lat, lon, height) of radius `sigma` (solar radii); `draw_blobs` draws the frame's queue."
+        self._blobs.append((lat, lon, height, sigma, *np.asarray(amps, np.float64)))
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 60
+def draw_filaments(image, sheets: dict, geometry: Geometry, radius_px: float, b0: float, day: float) -> None:
+    "Filaments: absorb what lies under them on the disk; above the limb, prominences glow in 304."
+    points, area = filament_points(sheets, day, b0)
+    px, py, pz = points
+    front, beyond = (pz > 0) & (px * px + py * py < 1.0), px * px + py * py >= 1.0
+    cover = np.zeros((1,) + image.shape[1:], np.float32)
+    splat(cover, points, area[:, None], geometry, radius_px, visible=front)
+    cover = np.clip(gaussian_filter(cover[0], 0.5), 0.0, 1.0)
+    for i, band in enumerate(WAVELENGTHS):
+        image[i] *= 1.0 - FILAMENT_DEPTH[band] * cover
+    glow = area[:, None] * np.array([PROMINENCE_LEVEL[b] * QUIET_RADIANCE[b] for b in WAVELENGTHS])[None]
+    splat(image, points, glow, geometry, radius_px, visible=beyond)
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 61
+#: What `SunModel.render` can draw: the quiet disk (with bright points), filaments and prominences,
+#: the off-limb corona, active regions (diffuse envelope, core and plage), their loops, and flares.
+COMPONENTS = ("disk", "filaments", "corona", "regions", "loops", "flares")
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 62
+@functools.lru_cache(maxsize=1024)
+def _brightness_bands(centre: float, width: float) -> tuple:
+    return tuple(relative_brightness(centre, width))
+
+
+def _brightness(centre: float, width: float) -> np.ndarray:
+    "`relative_brightness`, remembered: a region's envelope and core keep their temperature all its life."
+    return np.array(_brightness_bands(centre, width))
+
+
 class SunModel(SunSurface):
     "The synthetic Sun of one archive: `render` gives the true radiance of any frame."
 
-    def render(self, when, geometry: Geometry, shape, components=("disk", "corona", "regions", "flares"),
-               psf: bool = True) -> np.ndarray:
+    def render(self, when, geometry: Geometry, shape, components=COMPONENTS, psf: bool = True) -> np.ndarray:
         """True radiance (6, rows, cols), W m-2 sr-1, of the Sun at `when` in an image of `geometry`.
 
-        No noise, no calibration; `components` picks what to draw (for tests).
+        No noise, no calibration; `components` picks what to draw (for tests), from `COMPONENTS`.
         """
         seconds = float(unix_seconds(when))
         day = self.day(seconds)
@@ -490,22 +921,27 @@ class SunModel(SunSurface):
         x, y = (tx / r_arcsec).astype(np.float32), (ty / r_arcsec).astype(np.float32)
         rho2 = x * x + y * y
         rho = np.sqrt(rho2)
-        # Anti-aliased limb: the fraction of each pixel inside the disk (linear across one pixel),
-        # so the disk's area, and a frame's total radiance, do not jump with sub-pixel pointing.
         radius_px = r_arcsec / geometry.cdelt1
-        inside = np.clip((1.0 - rho) * radius_px + 0.5, 0.0, 1.0)
         image = np.zeros((len(WAVELENGTHS), rows, cols), np.float32)
         if "disk" in components:
-            self._draw_disk(image, x, y, rho2, inside, b0, day)
+            self._draw_disk(image, x, y, rho, radius_px, b0, day)
+            splat(image, *bright_point_sources(self.bright_points, day, b0), geometry, radius_px)
+        if "filaments" in components:
+            draw_filaments(image, self.filaments, geometry, radius_px, b0, day)
         if "corona" in components:
-            self._draw_corona(image, y, rho, inside)
-        if "regions" in components or "flares" in components:
-            for index, region in enumerate(self.regions):
-                self._draw_region(image, index, region, components, geometry, radius_px, b0, day, x, y, rho2)
-        if psf:
-            # The PSF and the pixel box, in output pixels: native PSF shrunk by the binning.
-            binning = geometry.cdelt1 / NATIVE_CDELT
-            sigma = math.hypot(PSF_NATIVE_PIXELS / binning, 0.4)
+            self._draw_corona(image, x, y, rho, radius_px, day)
+        self._pending, self._blobs = [], []          # the regions' loops and structures, drawn together
+        for index, region in enumerate(self.regions):
+            self._draw_region(image, index, region, components, geometry, radius_px, b0, day, x, y, rho2)
+        draw_blobs(image, self._blobs, geometry, radius_px, b0, x, y, rho2)
+        if self._pending:
+            splat(image, np.concatenate([p for p, _ in self._pending], axis=1),
+                  np.concatenate([f for _, f in self._pending]), geometry, radius_px)
+        # The PSF in output pixels: the native PSF shrunk by the binning.  The pixel box is in the
+        # drawing already (radial profiles averaged over the pixel, smoothed textures, bilinear splats);
+        # below PSF_MIN_PIXELS the PSF is lost inside the pixel and is not applied.
+        sigma = PSF_NATIVE_PIXELS / (geometry.cdelt1 / NATIVE_CDELT)
+        if psf and sigma >= PSF_MIN_PIXELS:
             for i in range(len(WAVELENGTHS)):
                 image[i] = gaussian_filter(image[i], sigma, mode="nearest", truncate=3.0)
         return image
@@ -517,8 +953,8 @@ class SunModel(SunSurface):
             return
         lat, lon = region["lat"], self.region_longitude(region, day)
         if "regions" in components:
-            env = strength * region["envelope_em"] * relative_brightness(region["envelope_logt"], 0.15)
-            core = strength * region["core_em"] * relative_brightness(region["core_logt"], 0.18)
+            env = strength * region["envelope_em"] * _brightness(region["envelope_logt"], 0.15)
+            core = strength * region["core_em"] * _brightness(region["core_logt"], 0.18)
             plage = np.zeros(len(WAVELENGTHS))
             plage[WAVELENGTHS.index(304)] = 2.5 * strength * _QUIET[-1]
             s = region["size"]
@@ -527,18 +963,23 @@ class SunModel(SunSurface):
                                               ((dx, dy), AR_HEIGHT, s, env * 0.6),
                                               ((0, 0), CORE_HEIGHT, 0.35 * s, core),
                                               ((0, 0), 0.0, 0.8 * s, plage)):
-                self._blob(image, geometry, scale, b0, lat + math.degrees(ddeg[1]),
-                           lon + math.degrees(ddeg[0]), height, sigma, amps, x, y, rho2)
+                self._blob(lat + math.degrees(ddeg[1]), lon + math.degrees(ddeg[0]), height, sigma, amps)
+        if "loops" in components and math.cos(math.radians(lon)) * math.cos(math.radians(lat)) > -0.3:
+            loops = self._loops.get(index)
+            if loops is None or loops[0] is not region:
+                loops = self._loops[index] = (region, region_loops(self.seed, index, region))
+            self._pending.append(loop_points(loops[1], lat, lon, region["tilt"], b0, strength, day,
+                                             loop_stride(scale)))
         if "flares" in components:
             for flare in self.flares:
                 if flare["region"] != index:
                     continue
                 amps = SunModel.flare_emission(flare, day)
                 if amps.any():
-                    self._blob(image, geometry, scale, b0, lat + math.degrees(flare["offset"][1]),
-                               lon + math.degrees(flare["offset"][0]), FLARE_HEIGHT, 0.012, amps, x, y, rho2)
+                    self._blob(lat + math.degrees(flare["offset"][1]), lon + math.degrees(flare["offset"][0]),
+                               FLARE_HEIGHT, 0.012, amps)
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 37
+# %% ../nbs/suvi_fill/12_sun.ipynb 67
 #: Pointing model: bias, diurnal amplitude and jitter of the disk centre (arcsec), and of the roll (deg).
 POINTING_BIAS_ARCSEC, POINTING_DIURNAL_ARCSEC, POINTING_JITTER_ARCSEC = 8.0, 4.0, 0.5
 ROLL_BIAS_DEG, ROLL_DIURNAL_DEG = 0.15, 0.03
@@ -546,7 +987,7 @@ ROLL_BIAS_DEG, ROLL_DIURNAL_DEG = 0.15, 0.03
 GAIN_SIGMA = {16: 0.03, 18: 0.06}
 OFFSET_FRACTION = 0.003
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 38
+# %% ../nbs/suvi_fill/12_sun.ipynb 68
 class Instrument:
     "Calibration and pointing of the SUVIs on `satellites`, drawn from `seed`."
 
@@ -601,7 +1042,7 @@ class Instrument:
                 "offset": dict(zip(bands, (self.offset[b] - self.gain[b] / self.gain[a] * self.offset[a]).tolist()))}
         return out
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 41
+# %% ../nbs/suvi_fill/12_sun.ipynb 71
 #: Default first day: inside the March eclipse season, so a short archive shows eclipses.
 DEFAULT_START = "2024-03-18"
 #: Default resolution: small enough that CI writes two days of both satellites in seconds.
@@ -615,7 +1056,7 @@ def archive_path(root, band: int, satellite: int, slot: int) -> Path:
     return (Path(root) / f"goes{satellite}" / "l2" / "data" / f"suvi-l2-ci{band:03d}" / day[:4] / day[5:7]
             / day[8:10] / l2_name(band, satellite, slot))
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 42
+# %% ../nbs/suvi_fill/12_sun.ipynb 72
 def _synth_span(out, resolution, satellites, days, hours) -> tuple:
     "`(satellites, span_days, n_slots)` of a synth request; `OptionError` naming the flag that cannot be used."
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -632,7 +1073,7 @@ def _synth_span(out, resolution, satellites, days, hours) -> tuple:
         raise OptionError(f"--days/--hours give no 4-minute slot ({span_days} days)")
     return satellites, span_days, n_slots
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 43
+# %% ../nbs/suvi_fill/12_sun.ipynb 73
 def _band_data(code, observed, i, resolution) -> np.ndarray:
     "The image a band file of outage `code` holds: the sentinel fill, zeros (EMPTY), or the observation."
     if code == SENTINEL_RUN:
@@ -641,7 +1082,7 @@ def _band_data(code, observed, i, resolution) -> np.ndarray:
         return np.zeros((resolution, resolution), np.float32)
     return observed[i]
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 44
+# %% ../nbs/suvi_fill/12_sun.ipynb 74
 def _write_frame(staging, sun, instrument, slot, sat, codes, degraded, resolution, made_dirs) -> None:
     "Write the band files one satellite's frame of `slot` has (`codes`: one outage code per band)."
     geometry = instrument.geometry(slot, sat, resolution)
@@ -666,7 +1107,7 @@ def _write_frame(staging, sun, instrument, slot, sat, codes, degraded, resolutio
             made_dirs.add(path.parent)
         write_l2(path, data, values, durable=False)
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 45
+# %% ../nbs/suvi_fill/12_sun.ipynb 75
 def _write_truth(staging, summary, status, degraded, first, satellites) -> None:
     "`synth_truth.json` and `synth_outages.npz` into the staging directory."
     atomic_write_json(staging / TRUTH_NAME, summary)
@@ -675,7 +1116,7 @@ def _write_truth(staging, summary, status, degraded, first, satellites) -> None:
                             satellites=np.array(satellites), bands=np.array(WAVELENGTHS),
                             names=np.array(OUTAGE_NAMES))
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 47
+# %% ../nbs/suvi_fill/12_sun.ipynb 77
 def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, seed: int = 0,
                start=DEFAULT_START, satellites=SATELLITES, hours: float | None = None,
                rates: OutageRates = OutageRates(), progress: bool = True) -> dict:
@@ -723,7 +1164,7 @@ def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, see
         raise
     return summary
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 52
+# %% ../nbs/suvi_fill/12_sun.ipynb 82
 def synth_command(parser: argparse.ArgumentParser):
     "`suvi-fill synth`: write a synthetic SUVI L2 archive (see `synthesize`)."
     parser.add_argument("--out", required=True, help="new directory for the archive")
