@@ -33,27 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-from szrank.archive import list_runs, read_run
 from szrank.demo import GATE_MINIMUM_RECORDS, SEARCH_TRAINING
-from szrank.search import RankerPolicy, UniformPolicy, run_search, run_searches
+from szrank.search import RankerPolicy, UniformPolicy, best_curve, evaluations_to_reach, run_search, run_searches
 
 GOAL_SAVING = 0.30
 MODES = ("uniform", "policy", "guided")
-
-
-def curve(archive: Path, run_id: str) -> tuple[np.ndarray, np.ndarray]:
-    "(evaluations used after each event, best C+I after it), the start counting as the best before event 0."
-    import uuid
-    _, events = read_run(archive, uuid.UUID(run_id))
-    used = 1 + np.cumsum(1 + events["replica_count"].astype(np.int64) * events["rollout_iterations"].astype(np.int64))
-    feasible = (events["flags"][:, 3] & 1) == 0
-    result = np.where(feasible, events["result_defects"].sum(axis=1), np.iinfo(np.int32).max)
-    return used, np.minimum.accumulate(np.minimum(result, events["best_before"]))
-
-
-def evaluations_to_reach(used: np.ndarray, best: np.ndarray, target: float) -> float:
-    hit = np.flatnonzero(best <= target)
-    return float(used[hit[0]]) if hit.size else float("inf")
 
 
 def best_by(used: np.ndarray, best: np.ndarray, checkpoint: int) -> int:
@@ -94,7 +78,7 @@ def evaluate_modes(work: Path, model: Path, topologies, args) -> dict:
                           else RankerPolicy(model, gate=args.gate if mode == "guided" else 0.0))
                 summary = run_search(archive, topology, args.eval_steps, 1000 + seed, topology, policy,
                                      args.replicas, args.iterations)
-                out[mode][topology].append(curve(archive, summary.run_id))
+                out[mode][topology].append(best_curve(archive, summary.run_id))
                 print(f"  {mode:<8} topology {topology} seed {seed}: best {summary.best_total}, "
                       f"{summary.evaluations:,} evaluations, {summary.seconds:.0f} s", flush=True)
     return out
@@ -105,7 +89,7 @@ def report(curves: dict, topologies, args) -> None:
         target = float(np.median([c[1][-1] for c in curves["uniform"][topology]]))
         print(f"\ntopology {topology} (the paper's #{topology + 1}), held out of training; {args.eval_seeds} seeds x "
               f"{args.eval_steps} steps; target C+I <= {target:g} (the uniform runs' median final best)")
-        reach = {mode: [evaluations_to_reach(*c, target) for c in curves[mode][topology]] for mode in MODES}
+        reach = {mode: [evaluations_to_reach(c, target) for c in curves[mode][topology]] for mode in MODES}
         last = max(int(c[0][-1]) for mode in MODES for c in curves[mode][topology])
         checkpoints = [int(last * f) for f in (0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0)]
         print(f"{'mode':<9}{'median evals to target':>24}{'reached':>9}{'total evals (median)':>22}  "

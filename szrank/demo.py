@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -200,19 +201,37 @@ def _fresh_search(archive: Path, runs: int, steps: int, model: Path | None = Non
                         SEARCH_REPLICAS, SEARCH_ITERATIONS, SEARCH_WORKERS)
 
 # %% ../nbs/szrank/90_demo.ipynb 24
-def compare_policies(uniform: list, guided: list) -> str:
-    "The uniform and guided runs side by side: median and mean best C+I, and run by run."
+def _to_target(uniform: list, guided: list, archives: tuple[Path, Path], target: float) -> list[str]:
+    "Lines: the evaluations each policy's runs needed to reach `target` (lower median; never = inf) and the saving."
+    from szrank.search import best_curve, evaluations_to_reach
+    reach = [sorted(evaluations_to_reach(best_curve(a, s.run_id), target) for s in runs)
+             for a, runs in zip(archives, (uniform, guided))]
+    median = [r[(len(r) - 1) // 2] for r in reach]                 # the lower median: an actual run's figure
+    saving = 1 - median[1] / median[0] if math.isfinite(median[0]) and median[0] > 0 else math.nan
+    shown = ["never" if math.isinf(m) else f"{m:,.0f}" for m in median]
+    return [f"  {'evaluations to best C+I <= ' + format(target, 'g'):34s}{shown[0]:>10s}{shown[1]:>10s}"
+            f"   (lower median over runs; the target is the uniform runs' median best)",
+            f"  {'runs reaching it':34s}{sum(map(math.isfinite, reach[0])):>10}{sum(map(math.isfinite, reach[1])):>10}",
+            f"  guided needs {saving:+.0%} fewer evaluations to the target than uniform"]
+
+# %% ../nbs/szrank/90_demo.ipynb 25
+def compare_policies(uniform: list, guided: list, archives: tuple[Path, Path] | None = None) -> str:
+    """The uniform and guided runs side by side: evaluations to the target (the uniform runs' median best,
+    from the runs' events in `archives`, uniform then guided), median and mean best C+I, and run by run."""
     u = np.array([s.best_total for s in uniform], dtype=np.float64)
     g = np.array([s.best_total for s in guided], dtype=np.float64)
-    lines = [f"  {'':34s}{'uniform':>10s}{'guided':>10s}",
-             f"  {'median best C+I per run':34s}{np.median(u):>10g}{np.median(g):>10g}",
+    lines = [f"  {'':34s}{'uniform':>10s}{'guided':>10s}"]
+    if archives is not None:
+        lines += _to_target(uniform, guided, archives, float(np.median(u)))
+    lines += [f"  {'median best C+I per run':34s}{np.median(u):>10g}{np.median(g):>10g}",
              f"  {'mean best C+I per run':34s}{u.mean():>10.2f}{g.mean():>10.2f}",
-             f"  {'evaluations per run':34s}{uniform[0].evaluations:>10,}{guided[0].evaluations:>10,}",
+             f"  {'evaluations per run (median)':34s}{np.median([s.evaluations for s in uniform]):>10,.0f}"
+             f"{np.median([s.evaluations for s in guided]):>10,.0f}",
              "  per run (topology: uniform best / guided best): "
              + ", ".join(f"{a.topology}: {a.best_total}/{b.best_total}" for a, b in zip(uniform, guided))]
     return "\n".join(lines)
 
-# %% ../nbs/szrank/90_demo.ipynb 25
+# %% ../nbs/szrank/90_demo.ipynb 26
 def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STEPS, device: str = "auto") -> int:
     """Uniform search -> `szrank export` -> train -> gate -> publish into `out/search/model` -> guided search.
 
@@ -243,10 +262,10 @@ def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STE
     guided = _fresh_search(search / "guided", runs, steps, model)
     print(format_summaries(guided))
     print("szrank demo [search]: uniform vs guided")
-    print(compare_policies(uniform, guided), flush=True)
+    print(compare_policies(uniform, guided, (archive, search / "guided")), flush=True)
     return status
 
-# %% ../nbs/szrank/90_demo.ipynb 26
+# %% ../nbs/szrank/90_demo.ipynb 27
 def run_demo(out: Path = DEFAULT_OUT, labels_shuffled: bool = False, device: str = "auto",
              stages=DEMO_STAGES, search_runs: int = SEARCH_RUNS, search_steps: int = SEARCH_STEPS) -> int:
     """The demo's stages in order; returns the synthetic stage's exit code when it runs (0 published, 4 gate
@@ -269,7 +288,7 @@ def run_demo(out: Path = DEFAULT_OUT, labels_shuffled: bool = False, device: str
         return results["search"]
     return results.get("synthetic", results.get("search"))
 
-# %% ../nbs/szrank/90_demo.ipynb 27
+# %% ../nbs/szrank/90_demo.ipynb 28
 def _stages(text: str) -> tuple[str, ...]:
     stages = tuple(part.strip() for part in text.split(",") if part.strip())
     unknown = [stage for stage in stages if stage not in DEMO_STAGES]
@@ -277,7 +296,7 @@ def _stages(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(f"{text!r}: give a comma-separated list of {', '.join(DEMO_STAGES)}")
     return stages
 
-# %% ../nbs/szrank/90_demo.ipynb 28
+# %% ../nbs/szrank/90_demo.ipynb 29
 def demo_command(parser):
     "`szrank demo [--out DIR] [--stages synthetic,search] [--shuffle-labels] [--device D] ...`."
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
@@ -295,7 +314,7 @@ def demo_command(parser):
         return run_demo(args.out, args.shuffle_labels, args.device, args.stages, args.search_runs, args.search_steps)
     return run
 
-# %% ../nbs/szrank/90_demo.ipynb 30
+# %% ../nbs/szrank/90_demo.ipynb 31
 #| eval: false
 if __name__ == "__main__":
     if sys.argv[1:2] == ["replay"]:

@@ -31,7 +31,8 @@ __all__ = ['MOVE_COUNT', 'SCALE_COUNT', 'MOVE_NAMES', 'STEPS', 'BLENDS', 'TEMPER
            'POLICY_TEMPERATURE', 'UNIFORM_FLOOR', 'GATE_QUANTILE', 'GATE_WINDOW', 'GATE_WARMUP', 'START_ATTEMPTS',
            'DEFAULT_REPLICAS', 'DEFAULT_ITERATIONS', 'DEFAULT_SHARD_EVENTS', 'STRATEGIES', 'apply_move',
            'UniformPolicy', 'RankerPolicy', 'draw', 'RunSummary', 'temperature_at', 'random_start', 'rollout',
-           'run_search', 'run_population', 'run_searches', 'cluster_client', 'format_summaries', 'search_command']
+           'run_search', 'best_curve', 'evaluations_to_reach', 'run_population', 'run_searches', 'cluster_client',
+           'format_summaries', 'search_command']
 
 # %% ../nbs/szrank/33_search.ipynb 3
 MOVE_COUNT = 5
@@ -328,7 +329,24 @@ def run_search(archive: Path, topology: int | None = None, steps: int = 100, see
     return RunSummary(str(run_id), topology, start_total, best_total, int(anchor.total[0]), step + 1, evaluations,
                       realisations, round(time.perf_counter() - started, 2), best_at)
 
-# %% ../nbs/szrank/33_search.ipynb 25
+# %% ../nbs/szrank/33_search.ipynb 24
+def best_curve(archive: Path, run_id: str) -> tuple[np.ndarray, np.ndarray]:
+    "(evaluations used after each event, best feasible C+I after it) of an annealed run, from its events."
+    from szrank.archive import METRIC_DEGENERATE, read_run
+    _, events = read_run(Path(archive), uuid.UUID(str(run_id)))
+    used = 1 + np.cumsum(1 + events["replica_count"].astype(np.int64) * events["rollout_iterations"].astype(np.int64))
+    feasible = (events["flags"][:, 3] & METRIC_DEGENERATE) == 0
+    result = np.where(feasible, events["result_defects"].astype(np.int64).sum(axis=1), np.iinfo(np.int32).max)
+    return used, np.minimum.accumulate(np.minimum(result, events["best_before"].astype(np.int64)))
+
+
+def evaluations_to_reach(curve: tuple[np.ndarray, np.ndarray], target: float) -> float:
+    "Evaluations until the curve's best is <= target (inf if it never is)."
+    used, best = curve
+    hit = np.flatnonzero(best <= target)
+    return float(used[hit[0]]) if hit.size else math.inf
+
+# %% ../nbs/szrank/33_search.ipynb 28
 def run_population(archive: Path, topology: int | None, budget: int, seed: int | None = None, run_index: int = 0,
                    progress=None, symmetric: bool = False) -> RunSummary:
     """One population-strategy run (`szrank.population`; with `symmetric`, on the planes of the topology's
@@ -356,13 +374,13 @@ def run_population(archive: Path, topology: int | None, budget: int, seed: int |
                       result.evaluations, int(result.best_total == 0), result.seconds, result.best_evaluations,
                       strategy)
 
-# %% ../nbs/szrank/33_search.ipynb 26
+# %% ../nbs/szrank/33_search.ipynb 29
 def _worker(task):
     "One task in a worker process; progress goes to the queue (the last item of the task)."
     queue = task[-1]
     return _run_here(task[:-1], (lambda k: queue.put(k)) if queue is not None else None)
 
-# %% ../nbs/szrank/33_search.ipynb 27
+# %% ../nbs/szrank/33_search.ipynb 30
 def _plan(strategy: str, runs: int, steps: int | None, budget: int | None, replicas: int, iterations: int) -> int:
     "Checked settings; returns the steps per annealed run (from the budget when --steps is not given)."
     if strategy not in STRATEGIES:
@@ -375,7 +393,7 @@ def _plan(strategy: str, runs: int, steps: int | None, budget: int | None, repli
         raise ConfigError("give --steps or --evaluations (or both: the run ends at whichever comes first)")
     return steps if steps is not None else math.ceil(max(budget - 1, 1) / (1 + max(replicas * iterations, 0)))
 
-# %% ../nbs/szrank/33_search.ipynb 28
+# %% ../nbs/szrank/33_search.ipynb 31
 def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None = None, model: str | None = None,
                  topology: int | None = None, replicas: int = DEFAULT_REPLICAS, iterations: int = DEFAULT_ITERATIONS,
                  workers: int | None = None, shard_events: int = DEFAULT_SHARD_EVENTS,
@@ -404,7 +422,7 @@ def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None =
             results = _run_in_workers(tasks, workers, bar)
     return [RunSummary(**r) for r in results]
 
-# %% ../nbs/szrank/33_search.ipynb 29
+# %% ../nbs/szrank/33_search.ipynb 32
 def _run_here(task, update):
     "One task in this process (the policy, a loaded model, is built per run)."
     archive, topology, steps, seed, index, model, replicas, iterations, shard_events, budget, strategy, gate = task
@@ -415,7 +433,7 @@ def _run_here(task, update):
     return dataclasses.asdict(run_search(Path(archive), topology, steps, seed, index, policy, replicas, iterations,
                                          shard_events, update, budget))
 
-# %% ../nbs/szrank/33_search.ipynb 30
+# %% ../nbs/szrank/33_search.ipynb 33
 def _run_in_workers(tasks, workers: int, bar) -> list[dict]:
     "The tasks in spawned worker processes, progress reported through a queue."
     import multiprocessing
@@ -435,7 +453,7 @@ def _run_in_workers(tasks, workers: int, bar) -> list[dict]:
                 bar.update(queue.get())
             return [f.result() for f in futures]
 
-# %% ../nbs/szrank/33_search.ipynb 32
+# %% ../nbs/szrank/33_search.ipynb 35
 def cluster_client(scheduler: str, stack: contextlib.ExitStack):
     "A `dask.distributed.Client` for `scheduler` (`local:N`: a local cluster of N processes), closed by `stack`."
     try:
@@ -456,7 +474,7 @@ def cluster_client(scheduler: str, stack: contextlib.ExitStack):
         raise ConfigError(f"--scheduler {scheduler}: cannot reach the Dask scheduler "
                           f"({' '.join(str(exc).split())[:200]})") from None
 
-# %% ../nbs/szrank/33_search.ipynb 33
+# %% ../nbs/szrank/33_search.ipynb 36
 def _run_on_cluster(tasks, client, bar) -> list[dict]:
     "The tasks as futures on a Dask cluster (one task per run); progress advances as runs finish."
     from dask.distributed import as_completed
@@ -468,7 +486,7 @@ def _run_on_cluster(tasks, client, bar) -> list[dict]:
         bar.update(result["evaluations"] if result["strategy"] != "anneal" else result["steps"])
     return [f.result() for f in futures]
 
-# %% ../nbs/szrank/33_search.ipynb 34
+# %% ../nbs/szrank/33_search.ipynb 37
 def format_summaries(summaries: list[RunSummary]) -> str:
     "The search command's summary table."
     lines = [f"{'run':<36}  {'topo':>4}  {'start C+I':>9}  {'best C+I':>8}  {'evals':>7}  {'real.':>5}  {'s':>6}"]
@@ -479,7 +497,7 @@ def format_summaries(summaries: list[RunSummary]) -> str:
     lines.append(f"{len(summaries)} runs; best C+I per run: min {min(best)}, median {float(np.median(best)):g}")
     return "\n".join(lines)
 
-# %% ../nbs/szrank/33_search.ipynb 35
+# %% ../nbs/szrank/33_search.ipynb 38
 def search_command(parser: argparse.ArgumentParser):
     """`szrank search --archive DIR [--runs N] [--steps S] [--evaluations E] [--strategy S] [--scheduler A] ...`.
 
