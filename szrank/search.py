@@ -381,8 +381,10 @@ def _worker(task):
     return _run_here(task[:-1], (lambda k: queue.put(k)) if queue is not None else None)
 
 # %% ../nbs/szrank/33_search.ipynb 30
-def _plan(strategy: str, runs: int, steps: int | None, budget: int | None, replicas: int, iterations: int) -> int:
-    "Checked settings; returns the steps per annealed run (from the budget when --steps is not given)."
+def _plan(strategy: str, runs: int, steps: int | None, budget: int | None, replicas: int, iterations: int,
+          gate: float = 0.0) -> int:
+    """Checked settings; returns the steps per annealed run (from the budget when --steps is not given: a share
+    `gate` of the rollouts is expected to be skipped)."""
     if strategy not in STRATEGIES:
         raise ConfigError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     if runs <= 0 or (steps is not None and steps <= 0) or (budget is not None and budget <= 0):
@@ -391,7 +393,7 @@ def _plan(strategy: str, runs: int, steps: int | None, budget: int | None, repli
         raise ConfigError(f"--strategy {strategy} needs --evaluations (its budget ends the run)")
     if steps is None and budget is None:
         raise ConfigError("give --steps or --evaluations (or both: the run ends at whichever comes first)")
-    return steps if steps is not None else math.ceil(max(budget - 1, 1) / (1 + max(replicas * iterations, 0)))
+    return steps if steps is not None else math.ceil(max(budget - 1, 1) / (1 + (1 - gate) * max(replicas * iterations, 0)))
 
 # %% ../nbs/szrank/33_search.ipynb 31
 def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None = None, model: str | None = None,
@@ -402,7 +404,7 @@ def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None =
     """`runs` search runs into `archive`, in worker processes or, with `scheduler` (an address, or `local:N`),
     as futures on a Dask cluster; summaries in run order."""
     from tqdm.auto import tqdm
-    steps = _plan(strategy, runs, steps, budget, replicas, iterations)
+    steps = _plan(strategy, runs, steps, budget, replicas, iterations, gate if model else 0.0)
     if model:
         RankerPolicy(model, gate=gate)                       # fail fast on a bad model file or gate
     Path(archive).mkdir(parents=True, exist_ok=True)
