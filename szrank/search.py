@@ -104,7 +104,7 @@ class UniformPolicy:
     "Every plane, move and scale equally likely."
     guided = False
 
-    def distributions(self, normals, offsets, topology: int, context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def distributions(self, normals, offsets, topology: int, context, defects=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return np.full(FACE_COUNT, 1 / FACE_COUNT), np.full(MOVE_COUNT, 1 / MOVE_COUNT), np.full(SCALE_COUNT, 1 / SCALE_COUNT)
 
     def roll_out(self, normals, offsets, topology: int, context, defects, anchor) -> bool:
@@ -152,10 +152,11 @@ class RankerPolicy:
         p /= p.sum()
         return (1 - self.floor) * p + self.floor / len(p)
 
-    def distributions(self, normals, offsets, topology: int, context):
+    def distributions(self, normals, offsets, topology: int, context, defects=None):
+        "Plane, move and scale distributions for an anchor (`defects`: its `evaluate` result, if at hand)."
         from szrank.features import features, split_features
         from szrank.reference import reference_forward
-        face, global_features = split_features(features(normals, offsets, layout(topology), context=context))
+        face, global_features = split_features(features(normals, offsets, layout(topology), defects, context))
         out = reference_forward(self.model, face, global_features, np.array([topology]))
         return (self._shape(out["plane_probability"][0]), self._shape(out["move_probability"][0]),
                 self._shape(out["scale_probability"][0]))
@@ -289,7 +290,7 @@ def run_search(archive: Path, topology: int | None = None, steps: int = 100, see
         for step in range(steps):
             temperature = temperature_at(step, steps)
             context = (step / steps, best_total, temperature)
-            plane_p, move_p, scale_p = policy.distributions(anchor_n, anchor_d, topology, context)
+            plane_p, move_p, scale_p = policy.distributions(anchor_n, anchor_d, topology, context, anchor)
             action = (draw(rng, plane_p), draw(rng, move_p), draw(rng, scale_p))
             propensity = (plane_p[action[0]], move_p[action[1]], scale_p[action[2]])
             proposal_n, proposal_d = apply_move(anchor_n, anchor_d, *action, rng)
