@@ -172,4 +172,4 @@ def filler_inspector(shards_dir, checkpoint=None, gaps=None, device="cpu"):
     choose()
     box = widgets.VBox([widgets.HBox(list(c.values())), status, panel.widget])
     box.controls, box.panel = c, panel
-    return box
+    return panel.shown(box)

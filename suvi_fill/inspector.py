@@ -53,7 +53,7 @@ def plot_frame(ax, shard, i: int, bands=171, mapping=None):
                        vmin=0.0, vmax=1.0, interpolation="nearest")
     label = f"{bands} Å" if np.isscalar(bands) else "RGB " + "/".join(str(b) for b in bands)
     when = paths.time_of(shard.slots[i]).strftime("%Y-%m-%d %H:%M")
-    ax.set_title(f"g{shard.satellite} {when} {label}  (slot {int(shard.slots[i])})")
+    ax.set_title(f"g{shard.satellite} {when} {label}  (slot {i})")     # the day's slot, as the slider counts
     ax.set_xticks([]); ax.set_yticks([])
     return artist
 
@@ -197,4 +197,4 @@ def inspector(directory, satellite: int | None = None, day: str | None = None):
                         widgets.HBox([c["vmin"], c["vmax"], c["gamma"], c["reset"]]), panel.widget])
     box.controls, box.panel = c, panel
     reset()
-    return box
+    return panel.shown(box)

@@ -5,13 +5,15 @@
 # %% ../nbs/suvi_fill/06_panel.ipynb 2
 from __future__ import annotations
 
+import base64
 import html
 import io
+import secrets
 import threading
 from typing import Callable
 
 # %% auto 0
-__all__ = ['PNG_DPI', 'figure_png', 'PlotPanel']
+__all__ = ['PNG_DPI', 'STATIC_NOTE', 'figure_png', 'static_picture', 'PlotPanel']
 
 # %% ../nbs/suvi_fill/06_panel.ipynb 3
 PNG_DPI = 100   # the figures are sized in inches for this resolution: a 10-inch figure is 1000 px wide
@@ -26,15 +28,29 @@ def figure_png(figure) -> bytes:
     return buffer.getvalue()
 
 # %% ../nbs/suvi_fill/06_panel.ipynb 6
+STATIC_NOTE = "the picture when the cell ran; run the cell again for the live controls"
+
+
+def static_picture(png: bytes, caption: str, key: str) -> dict:
+    """A picture as a plain output's data: HTML with the image inline (class `plot-static-<key>`, which the live
+    panel `key` hides), the PNG, and a line of text."""
+    data, text = base64.b64encode(png).decode("ascii"), html.escape(caption)
+    page = (f'<div class="plot-static plot-static-{key}"><img src="data:image/png;base64,{data}" alt="{text}">'
+            f'<div class="plot-static-caption">{text} ({STATIC_NOTE})</div></div>')
+    return {"text/html": page, "image/png": data, "text/plain": f"[picture: {caption}]"}
+
+# %% ../nbs/suvi_fill/06_panel.ipynb 8
 class PlotPanel:
     "An image and caption filled by `draw() -> (Figure, caption)`; redraws serialised and coalesced."
     def __init__(self, draw: Callable):
         import ipywidgets as widgets
-        self.draw = draw
+        self.draw, self.key, self.first = draw, secrets.token_hex(8), None
         self.image = widgets.Image(format="png")
         self.caption = widgets.HTML()
         self.caption.add_class("plot-caption")
-        self.widget = widgets.VBox([self.image, self.caption])
+        live = widgets.HTML(f"<style>.plot-static-{self.key} {{ display: none; }}</style>")   # hides the static copy
+        live.add_class("plot-live")
+        self.widget = widgets.VBox([self.image, self.caption, live])
         self._guard, self._drawing, self._dirty, self.draws = threading.Lock(), False, False, 0
 
     def redraw(self, *_) -> None:
@@ -65,4 +81,19 @@ class PlotPanel:
             return
         self.image.value = figure_png(figure)
         self.caption.value = html.escape(caption)
+        self.first = self.first or (self.image.value, caption)
         self.draws += 1
+
+    def outputs(self, box) -> list:
+        "The data of the outputs `box` shows: the widget, then (once drawn) the static copy of the first picture."
+        static = [static_picture(*self.first, self.key)] if self.first else []
+        return [box._repr_mimebundle_()] + static
+
+    def shown(self, box):
+        "`box` (which holds `self.widget`), made to display as `self.outputs(box)`; returns it."
+        def display_outputs(**_):
+            from IPython.display import display
+            for data in self.outputs(box):
+                display(data, raw=True)
+        box._ipython_display_ = display_outputs
+        return box

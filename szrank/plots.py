@@ -182,4 +182,4 @@ def report_browser(directory):
     panel.redraw()
     box = widgets.VBox([widgets.HBox([generation, split]), panel.widget])
     box.controls, box.panel = dict(generation=generation, split=split), panel
-    return box
+    return panel.shown(box)

@@ -1,6 +1,9 @@
 """The filler inspector's plotting functions, headless (Agg), on bench samples of the tiny
 corpus: one truth/output row and one error row per lost band, titles with the bench's
-per-band PSNR, error maps on one symmetric scale; and the widget builds."""
+per-band PSNR, error maps on one symmetric scale; and the widget builds, with a static copy
+of its first picture."""
+import html
+
 import matplotlib
 matplotlib.use("Agg")
 import numpy as np
@@ -44,9 +47,14 @@ def test_widget_builds(fill_corpus):
     controls = widget.children[0].children
     assert [c.description for c in controls] == ["split", "gap", "sample"]
     assert "samples" in widget.children[1].value
+    first = widget.panel.caption.value
     draws = widget.panel.draws
     other = next(o for o in controls[0].options if o != controls[0].value)
     controls[0].value = other                             # a split change redraws once, the slider reset included
     assert widget.panel.draws == draws + 1 and widget.panel.caption.value.startswith(f"{other} · gap 1 · sample 0")
     controls[1].value = 10000
     assert "too short" in widget.children[1].value
+    shown, static = widget.panel.outputs(widget)          # the widget, and its first picture as plain data
+    assert "application/vnd.jupyter.widget-view+json" in shown
+    assert static["text/plain"] == f"[picture: {html.unescape(first)}]" and static["image/png"]
+    assert f"plot-static-{widget.panel.key}" in static["text/html"]

@@ -4,7 +4,9 @@ calibration browser on tiny data, after `matplotlib.use("Agg")` (as the project'
 notebooks call it); each widget must draw a PNG with a caption, respond to its controls
 (the picture changes and the caption names the new state), survive a burst of changes
 (one picture, the caption at the last value), and leave no error in the browser console
-or the kernel's output.
+or the kernel's output.  Beside each widget the first picture is kept as a plain output,
+hidden while the widget is live; saved and reopened in a new kernel (where the widgets'
+models are gone), the notebook still shows the three pictures.
 
 Chromium comes from Debian (`apt-get install chromium`, done by .ci/run); Playwright
 drives that executable (a browser downloaded by the driver cannot be installed here).
@@ -18,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+import types
 import urllib.request
 from pathlib import Path
 
@@ -96,7 +99,8 @@ def lab(fill_corpus, published_model, tmp_path_factory):
             except OSError:
                 assert time.time() < deadline and server.poll() is None, (root / "server.log").read_text()[-3000:]
                 time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}/lab/tree/widgets.ipynb?token={token}"
+        yield types.SimpleNamespace(root=root, url=lambda name, workspace="default":
+                                    f"http://127.0.0.1:{port}/lab/workspaces/{workspace}/tree/{name}?token={token}")
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -126,13 +130,13 @@ def page(lab):
         page.errors = []
         page.on("console", lambda message: message.type == "error" and page.errors.append(message.text))
         page.on("pageerror", lambda error: page.errors.append(str(error)))
-        page.goto(lab)
+        page.goto(lab.url("widgets.ipynb"))
         run_all_cells(page)
         try:
             page.wait_for_function(f"document.querySelectorAll('.plot-caption').length >= {len(CELLS)}",
                                    timeout=WAIT_MS)
         except sync_api.Error:
-            shot = Path(lab.split("?")[0].replace("/", "_")[-40:] + ".png")
+            shot = Path(lab.root.name + ".png")
             page.screenshot(path=str(Path(os.environ.get("TMPDIR", "/tmp")) / shot.name), full_page=True)
             outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
             raise AssertionError(f"the widgets did not draw; outputs: {[o[:300] for o in outputs]}; "
@@ -165,9 +169,12 @@ def picture(page, name: str) -> bytes:
 
 
 def assert_clean(page, name: str) -> None:
-    "One output (the widget, shown once), a PNG in it, no '<Figure ...>' text, no error anywhere."
+    """The widget shown once, with a PNG in it, and its static copy hidden; no '<Figure ...>' text, no error anywhere."""
     outputs = cell(page, name).locator(".jp-OutputArea-output")
-    assert outputs.count() == 1, f"{name}: {outputs.count()} outputs (shown twice?)"
+    static = cell(page, name).locator(".plot-static")
+    assert outputs.count() == 2 and cell(page, name).locator(".plot-caption").count() == 1, \
+        f"{name}: {outputs.count()} outputs, {cell(page, name).locator('.plot-caption').count()} widgets (shown twice?)"
+    assert static.count() == 1 and static.is_hidden(), f"{name}: the static copy of the picture is not hidden"
     text = outputs.first.inner_text()
     assert "<Figure size" not in text and "Traceback" not in text and "Error" not in text, f"{name}: {text[:300]}"
     assert cell(page, name).locator(".plot-error").count() == 0
@@ -214,3 +221,28 @@ def test_the_calibration_browser_follows_its_split(page):
     assert picture(page, "calibration") != before_picture
     assert_clean(page, "calibration")
     assert page.errors == []
+
+
+def test_a_saved_notebook_reopened_in_a_new_kernel_still_shows_the_pictures(page, lab):
+    "Saved, copied and opened in a new kernel: no widget model exists, each cell's static picture shows."
+    cell(page, "frame").locator(".jp-InputPrompt").click()          # the notebook focused, in command mode
+    page.keyboard.press("Control+s")
+    saved = lab.root / "widgets.ipynb"
+    deadline = time.time() + WAIT_MS / 1000
+    while saved.read_text(encoding="utf-8").count("plot-static-caption") < len(CELLS):
+        assert time.time() < deadline, "the notebook was not saved with the static pictures"
+        time.sleep(0.5)
+    shutil.copy(saved, lab.root / "reopened.ipynb")
+    reopened = page.context.browser.new_page(viewport={"width": 1500, "height": 1100})
+    try:
+        reopened.goto(lab.url("reopened.ipynb", workspace="reopened"))
+        reopened.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=WAIT_MS)
+        reopened.wait_for_function("document.querySelectorAll('.plot-static img').length >= 3", timeout=WAIT_MS)
+        for name in CELLS:
+            static = cell(reopened, name).locator(".plot-static")
+            assert static.is_visible(), f"{name}: no static picture in the reopened notebook"
+            assert static.locator("img").evaluate("img => img.complete && img.naturalWidth > 100"), name
+            assert "the picture when the cell ran" in static.text_content(), name      # its caption
+            assert cell(reopened, name).locator(".plot-caption").count() == 0      # no live widget there
+    finally:
+        reopened.close()
