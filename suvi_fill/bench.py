@@ -20,10 +20,11 @@ from suvi_fill.files import atomic_write, atomic_write_json
 from suvi_fill.outputs import own_directory, writing
 
 # %% auto 0
-__all__ = ['GAPS', 'SAMPLES', 'SIDE_DEFINITIONS', 'SIDES', 'BENCH_SEED', 'GOAL_MARGIN_DB', 'BENCH_JSON', 'BENCH_MD', 'BENCH_PNG',
-           'FILLER_ORDER', 'as_corpus', 'split_segments', 'split_targets', 'eligible', 'one_sided_inside', 'BenchSet',
-           'summarise', 'parse_gaps', 'run_bench', 'goal', 'format_tables', 'plot_bench', 'write_outputs',
-           'bench_command']
+__all__ = ['GAPS', 'SAMPLES', 'SIDE_DEFINITIONS', 'SIDES', 'BENCH_SEED', 'GOAL_MARGIN_DB', 'BLEND_MARGIN_DB', 'PARTIAL_MARGIN_DB',
+           'PARTIAL_MIN_GAP', 'LOSS_KINDS', 'BENCH_JSON', 'BENCH_MD', 'BENCH_PNG', 'FILLER_ORDER', 'as_corpus',
+           'split_segments', 'split_targets', 'eligible', 'one_sided_inside', 'BenchSet', 'summarise', 'parse_gaps',
+           'run_bench', 'loss_kind', 'loss_table', 'goal', 'further_goals', 'format_tables', 'plot_bench',
+           'write_outputs', 'bench_command']
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 3
 #: The gaps (slots) of the published filler table's range: 4 min to 20 h.
@@ -39,6 +40,14 @@ SIDES = tuple(SIDE_DEFINITIONS)
 BENCH_SEED = 0
 #: The learned filler must beat optical flow by this much (dB) at every gap.
 GOAL_MARGIN_DB = 1.0
+#: ... and the untrained network (the blend) by this much at every gap: a learned filler that
+#: merely equals the blend has learned nothing.
+BLEND_MARGIN_DB = 0.5
+#: On samples that kept some of their bands (the one source the classical fillers ignore) the
+#: learned filler must beat the blend by this much at gaps of at least PARTIAL_MIN_GAP slots.
+PARTIAL_MARGIN_DB, PARTIAL_MIN_GAP = 2.0, 16
+#: The two kinds of loss the bench also reports apart: the whole frame lost, or some bands kept.
+LOSS_KINDS = {"whole": "lost the whole frame", "partial": "kept some of their bands"}
 BENCH_JSON, BENCH_MD, BENCH_PNG = "bench.json", "bench.md", "bench.png"
 FILLER_ORDER = ("nearest", "derotated", "linear", "optical_flow", "blend", "learned")
 
@@ -221,7 +230,8 @@ def run_bench(shards_dir, corpus, availability, fillers: dict, gaps=GAPS, count=
         for gap in gaps:
             mean, bands = summarise(psnr[name][gap], lost_of[gap])
             table[name][str(gap)], per_band[name][str(gap)] = mean, bands
-    result = {"table": table, "per_band": per_band,
+    by_loss = {kind: loss_table(psnr, lost_of, gaps, kind) for kind in LOSS_KINDS}
+    result = {"table": table, "per_band": per_band, "by_loss": by_loss,
               "samples": {str(g): int(len(lost_of[g])) for g in gaps},
               "gaps": [int(g) for g in gaps], "fillers": list(fillers), "split": split, "seed": int(seed),
               "sides": sides,
@@ -231,10 +241,27 @@ def run_bench(shards_dir, corpus, availability, fillers: dict, gaps=GAPS, count=
               "gap_definition": "slots from the target to the nearest frame holding each lost band (any satellite), "
                                 + SIDE_DEFINITIONS[sides],
               "targets": targets, "seconds": round(time.perf_counter() - started, 1)}
-    result["goal"] = goal(table, gaps)
+    result["goal"] = goal(table, gaps) | further_goals(table, by_loss["partial"]["table"], gaps)
     return result
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 21
+# %% ../nbs/suvi_fill/51_bench.ipynb 22
+def loss_kind(lost: np.ndarray) -> np.ndarray:
+    "Per sample of `lost` (N, 6): 'whole' when every band is lost, else 'partial'."
+    lost = np.asarray(lost, bool).reshape(-1, 6)
+    return np.where(lost.all(1), "whole", "partial")
+
+
+def loss_table(psnr: dict, lost_of: dict, gaps, kind: str) -> dict:
+    "`{'table': {filler: {gap: dB}}, 'samples': {gap: n}}` over the samples of loss `kind` only."
+    table, counts = {name: {} for name in psnr}, {}
+    for gap in gaps:
+        pick = loss_kind(lost_of[gap]) == kind
+        counts[str(gap)] = int(pick.sum())
+        for name in psnr:
+            table[name][str(gap)] = summarise(psnr[name][gap][pick], lost_of[gap][pick])[0] if pick.any() else None
+    return {"table": table, "samples": counts}
+
+# %% ../nbs/suvi_fill/51_bench.ipynb 24
 def goal(table: dict, gaps) -> dict:
     "The learned-vs-optical-flow margins per gap and whether the >= GOAL_MARGIN_DB goal is met."
     out = {"rule": f"learned >= optical_flow + {GOAL_MARGIN_DB} dB at every gap"}
@@ -248,7 +275,28 @@ def goal(table: dict, gaps) -> dict:
     return out | {"margins": margins, "unmeasured": unmeasured,
                   "met": bool(scored) and not unmeasured and all(m >= GOAL_MARGIN_DB for m in scored)}
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 23
+
+def _margins(table: dict, against: str, gaps, need: float) -> dict:
+    "learned - `against` per gap, and met when every gap is measured and at least `need` dB."
+    if "learned" not in table or against not in table:
+        return {"margins": None, "met": None}
+    margins = {str(g): (None if table["learned"][str(g)] is None or table[against][str(g)] is None
+                        else round(table["learned"][str(g)] - table[against][str(g)], 3)) for g in gaps}
+    values = list(margins.values())
+    return {"margins": margins, "met": bool(values) and None not in values and min(values) >= need}
+
+
+def further_goals(table: dict, partial: dict, gaps) -> dict:
+    "The blend goal on every sample, and the partial-loss goal at gaps of at least `PARTIAL_MIN_GAP`."
+    blend = _margins(table, "blend", gaps, BLEND_MARGIN_DB)
+    long = [g for g in gaps if g >= PARTIAL_MIN_GAP]
+    part = _margins(partial, "blend", long, PARTIAL_MARGIN_DB)
+    return {"blend_rule": f"learned >= blend + {BLEND_MARGIN_DB} dB at every gap",
+            "blend_margins": blend["margins"], "blend_met": blend["met"],
+            "partial_rule": f"on partial losses, learned >= blend + {PARTIAL_MARGIN_DB} dB at gaps >= {PARTIAL_MIN_GAP}",
+            "partial_margins": part["margins"], "partial_met": part["met"]}
+
+# %% ../nbs/suvi_fill/51_bench.ipynb 26
 def format_tables(result: dict) -> str:
     "bench.md: the mean table, the per-band tables and the goal, as markdown."
     gaps = [str(g) for g in result["gaps"]]
@@ -272,6 +320,20 @@ def format_tables(result: dict) -> str:
                          f"split has no target with frames that many slots away inside it ({sides}): a "
                          "longer archive, fewer outages (suvi-fill synth --outage-scale), or longer split "
                          "pieces (suvi-fill build --split-stretch, 2 * gap + 1).")
+    for rule, margins, met in (("blend_rule", "blend_margins", "blend_met"),
+                               ("partial_rule", "partial_margins", "partial_met")):
+        if g.get(margins):
+            lines.append(f"Goal ({g[rule]}): {'met' if g[met] else 'NOT met'}; margins (dB): "
+                         + ", ".join(f"gap {k} {cell(v)}" for k, v in g[margins].items()))
+    for kind, what in LOSS_KINDS.items():
+        part = result.get("by_loss", {}).get(kind)
+        if part is None:
+            continue
+        lines += ["", f"### Samples that {what} (dB)", "",
+                  "| filler | " + " | ".join(f"gap {g}" for g in gaps) + " |", "|---|" + "---:|" * len(gaps),
+                  "| samples | " + " | ".join(str(part["samples"][g]) for g in gaps) + " |"]
+        for name in result["fillers"]:
+            lines.append(f"| {name} | " + " | ".join(cell(part["table"][name][g]) for g in gaps) + " |")
     for name in result["fillers"]:
         lines += ["", f"## {name}: per band (dB)", "",
                   "| gap | " + " | ".join(f"{w} Å" for w in paths.WAVELENGTHS) + " |",
@@ -281,7 +343,7 @@ def format_tables(result: dict) -> str:
             lines.append(f"| {gap} | " + " | ".join(cell(bands.get(str(w))) for w in paths.WAVELENGTHS) + " |")
     return "\n".join(lines) + "\n"
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 24
+# %% ../nbs/suvi_fill/51_bench.ipynb 27
 def plot_bench(result: dict, axis=None):
     "PSNR against gap, one line per filler (gaps without samples left out); returns the figure."
     import matplotlib
@@ -304,7 +366,7 @@ def plot_bench(result: dict, axis=None):
         axis.legend()
     return figure
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 25
+# %% ../nbs/suvi_fill/51_bench.ipynb 28
 def write_outputs(result: dict, out) -> dict:
     "Write bench.json, bench.md and bench.png into `out` atomically; returns their paths (`WriteFailed` naming a file that could not be written)."
     out = Path(out)
@@ -319,7 +381,7 @@ def write_outputs(result: dict, out) -> dict:
         atomic_write(written["png"], buffer.getvalue())
     return written
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 27
+# %% ../nbs/suvi_fill/51_bench.ipynb 30
 def bench_command(parser):
     "`suvi-fill bench`: score the fillers on the test split at several gaps."
     parser.add_argument("--shards", required=True, type=Path, help="corpus directory (suvi-fill build --out)")
