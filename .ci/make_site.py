@@ -43,6 +43,9 @@ nb_execution_timeout = 900
 nb_execution_raise_on_error = False   # report every failing notebook (a warning, an error under -W)
 nb_execution_show_tb = True
 nb_merge_streams = True
+# A widget keeps its first picture beside it as HTML (the PNG inline) and as the PNG: the site takes the
+# PNG, an image file like every other figure (no widget model exists on a static page).
+nb_mime_priority_overrides = [("*", "image/png", 25)]
 suppress_warnings = ["mystnb.unknown_mime_type", "myst.header", "misc.highlighting_failure"]
 '''
 
