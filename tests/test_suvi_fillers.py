@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, run, tool
+from conftest import ROOT, built_once, run, tool
 
 #: 36 hours at 32 px away from the eclipse seasons: a test segment of ~65 slots, built in
 #: well under a minute.
@@ -22,38 +22,50 @@ ENV = {"OMP_NUM_THREADS": "1"}
 _BUILT = {}
 
 
-@pytest.fixture(scope="session")
-def fill_corpus(tmp_path_factory):
-    "Shards, manifest and availability model of a tiny synthetic archive."
+def build_fill_corpus(base: Path) -> None:
+    "Shards, manifest and availability model of the tiny archive in `base / 'shards'`."
+    raw, shards = base / "raw", base / "shards"
+    for command in (
+            [tool("suvi-fill"), "synth", "--out", str(raw), "--hours", HOURS, "--start", START,
+             "--resolution", str(RESOLUTION), "--seed", SEED, "--quiet"],
+            [tool("suvi-fill"), "build", "--source", str(raw), "--out", str(shards),
+             "--resolution", str(RESOLUTION), "--no-progress"],
+            [tool("suvi-fill"), "profile", "--shards", str(shards)]):
+        result = run(command, env=ENV)
+        assert result.returncode == 0, f"{command[1]} failed:\n{result.stdout}\n{result.stderr}"
+    shutil.rmtree(raw)
+    assert json.loads((shards / "manifest.json").read_text())["segments"]["test"]
+
+
+def train_tiny(shards: Path, out: Path) -> None:
+    "best.pt of a two-step training run of a tiny model on `shards`, in `out`."
+    result = run([sys.executable, "-m", "suvi_fill.train", "--shards", str(shards),
+                  "--manifest", str(shards / "manifest.json"), "--out", str(out),
+                  "--base", "4", "--depth", "1", "--batch", "2", "--workers", "0", "--val-samples", "2",
+                  "--max-steps", "2", "--eval-every", "1", "--warmup", "1", "--device", "cpu"],
+                 env=ENV, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def tiny_corpus(tmp_path_factory) -> Path:
+    "The shards of the tiny archive: built once per run (and process), whichever fixture asks first."
     if "shards" not in _BUILT:
-        base = tmp_path_factory.mktemp("suvi_fill_corpus")
-        raw, shards = base / "raw", base / "shards"
-        for command in (
-                [tool("suvi-fill"), "synth", "--out", str(raw), "--hours", HOURS, "--start", START,
-                 "--resolution", str(RESOLUTION), "--seed", SEED, "--quiet"],
-                [tool("suvi-fill"), "build", "--source", str(raw), "--out", str(shards),
-                 "--resolution", str(RESOLUTION), "--no-progress"],
-                [tool("suvi-fill"), "profile", "--shards", str(shards)]):
-            result = run(command, env=ENV)
-            assert result.returncode == 0, f"{command[1]} failed:\n{result.stdout}\n{result.stderr}"
-        shutil.rmtree(raw)
-        assert json.loads((shards / "manifest.json").read_text())["segments"]["test"]
-        _BUILT["shards"] = shards
+        _BUILT["shards"] = built_once(tmp_path_factory, "suvi_fill_corpus", build_fill_corpus) / "shards"
     return _BUILT["shards"]
 
 
 @pytest.fixture(scope="session")
+def fill_corpus(tmp_path_factory):
+    "Shards, manifest and availability model of a tiny synthetic archive (also the trainer tests' corpus)."
+    return tiny_corpus(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
 def tiny_checkpoint(fill_corpus, tmp_path_factory):
-    "best.pt of a two-step training run of a tiny model on the corpus."
+    "best.pt of a two-step training run of a tiny model on the corpus (one per run, shared by xdist workers)."
     if "checkpoint" not in _BUILT:
-        out = tmp_path_factory.mktemp("suvi_fill_run")
-        result = run([sys.executable, "-m", "suvi_fill.train", "--shards", str(fill_corpus),
-                      "--manifest", str(fill_corpus / "manifest.json"), "--out", str(out),
-                      "--base", "4", "--depth", "1", "--batch", "2", "--workers", "0", "--val-samples", "2",
-                      "--max-steps", "2", "--eval-every", "1", "--warmup", "1", "--device", "cpu"],
-                     env=ENV, cwd=ROOT, timeout=300)
-        assert result.returncode == 0, result.stdout + result.stderr
-        _BUILT["checkpoint"] = out / "best.pt"
+        out = built_once(tmp_path_factory, "suvi_fill_run", lambda folder: train_tiny(fill_corpus, folder / "run"))
+        _BUILT["checkpoint"] = out / "run" / "best.pt"
     return _BUILT["checkpoint"]
 
 

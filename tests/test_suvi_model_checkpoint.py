@@ -1,29 +1,27 @@
-"""load_learned on the checkpoints the real trainer writes: a tiny synthetic archive,
-`suvi-fill synth | build | profile | train`, then load, predict, and refuse a layout change."""
+"""load_learned on the checkpoints the real trainer writes: the session's tiny synthetic corpus
+(`suvi-fill synth | build | profile`, shared with the filler and trainer tests), `suvi-fill train`
+on it, then load, predict, and refuse a layout change."""
 import numpy as np
 import pytest
 import torch
 
 from conftest import run, tool
+from test_suvi_fillers import tiny_corpus
 from suvi_fill import align, availability, conditioning, model, samples, segments
 from suvi_fill.corpus import Corpus
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
+    "The session's tiny corpus (built by synth, build and profile) as `shards`, and a run of the trainer on it in `run`."
     base = tmp_path_factory.mktemp("trained")
-    steps = [
-        ["synth", "--out", str(base / "archive"), "--days", "2", "--resolution", "32", "--seed", "3"],
-        ["build", "--source", str(base / "archive"), "--out", str(base / "shards")],
-        ["profile", "--shards", str(base / "shards")],
-        ["train", "--shards", str(base / "shards"), "--manifest", str(base / "shards" / "manifest.json"),
-         "--out", str(base / "run"), "--max-steps", "2", "--batch", "2", "--workers", "0", "--base", "8",
-         "--depth", "2", "--relative", "--attention", "--val-samples", "2", "--eval-every", "1",
-         "--epochs", "1", "--warmup", "1", "--device", "cpu"],
-    ]
-    for arguments in steps:
-        result = run([tool("suvi-fill"), *arguments], timeout=300)
-        assert result.returncode == 0, f"suvi-fill {arguments[0]} failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
+    (base / "shards").symlink_to(tiny_corpus(tmp_path_factory))
+    arguments = ["train", "--shards", str(base / "shards"), "--manifest", str(base / "shards" / "manifest.json"),
+                 "--out", str(base / "run"), "--max-steps", "2", "--batch", "2", "--workers", "0", "--base", "8",
+                 "--depth", "2", "--relative", "--attention", "--val-samples", "2", "--eval-every", "1",
+                 "--epochs", "1", "--warmup", "1", "--device", "cpu"]
+    result = run([tool("suvi-fill"), *arguments], timeout=300)
+    assert result.returncode == 0, f"suvi-fill train failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
     return base
 
 

@@ -15,47 +15,26 @@ from pathlib import Path
 
 import pytest
 
+import test_suvi_fillers as fillers_tests
 from conftest import ROOT, run, tool
 
-#: Corpus span: 36 hours away from the equinox eclipse seasons holds train, val and test
-#: segments, and builds in about a minute on two slow cores.
-HOURS = "36"
-START = "2024-06-20"
-RESOLUTION = 32
+#: The corpus is test_suvi_fillers' tiny archive (36 hours away from the equinox eclipse seasons,
+#: at 32 px: train, val and test segments), built once per test run for both.
+RESOLUTION = fillers_tests.RESOLUTION
 #: The tiny model every run trains.
 TINY = ["--base", "4", "--depth", "1", "--batch", "2", "--workers", "0", "--val-samples", "4",
         "--device", "cpu"]
 ENV = {"OMP_NUM_THREADS": "1", "SUVI_FILL_POOL_WAIT": "2"}
 
 
-#: The corpus, built once per test session (the pool tests import this fixture too).
-_BUILT = {}
-
-
 @pytest.fixture(scope="session")
 def corpus(tmp_path_factory):
-    "A synthetic archive, built into shards with a manifest and an availability model."
-    if "shards" in _BUILT:
-        return _BUILT["shards"]
-    if os.environ.get("SUVI_TEST_CORPUS"):          # a corpus built beforehand (same three commands)
-        _BUILT["shards"] = Path(os.environ["SUVI_TEST_CORPUS"])
-        return _BUILT["shards"]
-    base = tmp_path_factory.mktemp("suvi_corpus")
-    raw, shards = base / "raw", base / "shards"
-    steps = [
-        [tool("suvi-fill"), "synth", "--out", str(raw), "--hours", HOURS, "--start", START,
-         "--resolution", str(RESOLUTION), "--seed", "3", "--quiet"],
-        [tool("suvi-fill"), "build", "--source", str(raw), "--out", str(shards),
-         "--resolution", str(RESOLUTION), "--no-progress"],
-        [tool("suvi-fill"), "profile", "--shards", str(shards)],
-    ]
-    for command in steps:
-        result = run(command, env=ENV)
-        assert result.returncode == 0, f"{command[1]} failed:\n{result.stdout}\n{result.stderr}"
-    shutil.rmtree(raw)
+    "A synthetic archive, built into shards with a manifest and an availability model (the pool tests import this fixture too)."
+    if os.environ.get("SUVI_TEST_CORPUS"):          # a corpus built beforehand (test_suvi_fillers.build_fill_corpus)
+        return Path(os.environ["SUVI_TEST_CORPUS"])
+    shards = fillers_tests.tiny_corpus(tmp_path_factory)
     manifest = json.loads((shards / "manifest.json").read_text())
     assert manifest["segments"]["train"] and manifest["segments"]["val"], manifest["segments"].keys()
-    _BUILT["shards"] = shards
     return shards
 
 
