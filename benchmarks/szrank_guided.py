@@ -75,10 +75,10 @@ def train(work: Path, args) -> tuple[Path, str, set]:
 
 
 def evaluate_modes(work: Path, model: Path, topologies, args) -> dict:
-    "mode -> topology -> list of (run id, archive) over the seeds."
-    out = {mode: {t: [] for t in topologies} for mode in MODES}
+    "mode -> topology -> list of curves over the seeds."
+    out = {mode: {t: [] for t in topologies} for mode in args.modes}
     budget = 1 + args.eval_steps * (1 + args.replicas * args.iterations)
-    for mode in MODES:
+    for mode in args.modes:
         gate = args.gate if mode == "guided" else 0.0
         steps = _plan("anneal", 1, None, budget, args.replicas, args.iterations, gate)
         archive = work / f"eval-{mode}"
@@ -104,12 +104,12 @@ def report(curves: dict, topologies, args) -> None:
         target = float(np.median([c[1][-1] for c in curves["uniform"][topology]]))
         print(f"\ntopology {topology} (the paper's #{topology + 1}), held out of training; {args.eval_seeds} seeds x "
               f"{args.eval_steps} steps; target C+I <= {target:g} (the uniform runs' median final best)")
-        reach = {mode: [evaluations_to_reach(c, target) for c in curves[mode][topology]] for mode in MODES}
-        last = max(int(c[0][-1]) for mode in MODES for c in curves[mode][topology])
+        reach = {mode: [evaluations_to_reach(c, target) for c in curves[mode][topology]] for mode in args.modes}
+        last = max(int(c[0][-1]) for mode in args.modes for c in curves[mode][topology])
         checkpoints = [int(last * f) for f in (0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0)]
         print(f"{'mode':<9}{'median evals to target':>24}{'reached':>9}{'total evals (median)':>22}  "
               "median best C+I at " + ", ".join(f"{c:,}" for c in checkpoints))
-        for mode in MODES:
+        for mode in args.modes:
             medians = [np.median([best_by(*c, k) for c in curves[mode][topology]]) for k in checkpoints]
             total = np.median([c[0][-1] for c in curves[mode][topology]])
             print(f"{mode:<9}{lower_median(reach[mode]):>24,.0f}{np.isfinite(reach[mode]).sum():>6}/{args.eval_seeds:<2}"
@@ -118,8 +118,8 @@ def report(curves: dict, topologies, args) -> None:
         saving = 1 - g / u if np.isfinite(u) and u > 0 else float("nan")     # -inf: guided's median never reached it
         print(f"guided needs {saving:+.0%} fewer evaluations to the target than uniform (lower median over seeds; "
               f"goal >= {GOAL_SAVING:.0%}: {'met' if saving >= GOAL_SAVING else 'not met'})")
-        print("per seed, evaluations to target (uniform / policy / guided): " + "; ".join(
-            "/".join("-" if not np.isfinite(reach[m][k]) else f"{reach[m][k]:,.0f}" for m in MODES)
+        print(f"per seed, evaluations to target ({' / '.join(args.modes)}): " + "; ".join(
+            "/".join("-" if not np.isfinite(reach[m][k]) else f"{reach[m][k]:,.0f}" for m in args.modes)
             for k in range(args.eval_seeds)))
 
 
@@ -135,11 +135,15 @@ def main() -> int:
     parser.add_argument("--eval-topologies", default="42", help="comma-separated; any that a training run searched is skipped")
     parser.add_argument("--eval-seeds", type=int, default=10)
     parser.add_argument("--eval-steps", type=int, default=1500)
+    parser.add_argument("--modes", default=",".join(MODES), type=lambda text: text.split(","),
+                        help="comma-separated, from uniform, policy, guided (uniform and guided are needed)")
     parser.add_argument("--gate", type=float, default=0.5, help="the guided mode's value-gate quantile")
     parser.add_argument("--workdir", type=Path, help="keep archives and model here (default: a temporary folder)")
     args = parser.parse_args()
     if args.runs < 4:
         parser.error("--runs must be at least 4")
+    if not {"uniform", "guided"} <= set(args.modes) <= set(MODES):
+        parser.error(f"--modes must include uniform and guided, from {', '.join(MODES)}")
     work = args.workdir or Path(tempfile.mkdtemp(prefix="szrank-guided-"))
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
