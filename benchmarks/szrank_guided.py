@@ -78,7 +78,11 @@ def evaluate_modes(work: Path, model: Path, topologies, args) -> dict:
     "mode -> topology -> list of curves over the seeds."
     out = {mode: {t: [] for t in topologies} for mode in args.modes}
     budget = 1 + args.eval_steps * (1 + args.replicas * args.iterations)
-    for mode in args.modes:
+    for mode in args.reuse:
+        for topology in topologies:
+            for seed in range(1, args.eval_seeds + 1):
+                out[mode][topology].append(best_curve(work / f"eval-{mode}", reused_run(work / f"eval-{mode}", topology, seed)))
+    for mode in [m for m in args.modes if m not in args.reuse]:
         gate = args.gate if mode == "guided" else 0.0
         steps = _plan("anneal", 1, None, budget, args.replicas, args.iterations, gate)
         archive = work / f"eval-{mode}"
@@ -92,6 +96,16 @@ def evaluate_modes(work: Path, model: Path, topologies, args) -> dict:
                 print(f"  {mode:<8} topology {topology} seed {seed}: best {summary.best_total}, "
                       f"{summary.evaluations:,} evaluations, {summary.seconds:.0f} s", flush=True)
     return out
+
+
+def reused_run(archive: Path, topology: int, seed: int) -> str:
+    "The run id of an earlier evaluation run (topology, seed) in `archive`."
+    from szrank.archive import list_runs, run_metadata
+    for run_id in list_runs(archive):
+        metadata = run_metadata(archive / str(run_id))
+        if metadata["topology"] == topology and metadata["seed"] == 1000 + seed:
+            return str(run_id)
+    sys.exit(f"--reuse: no run of topology {topology}, seed {seed} in {archive}")
 
 
 def lower_median(values) -> float:
@@ -137,6 +151,8 @@ def main() -> int:
     parser.add_argument("--eval-steps", type=int, default=1500)
     parser.add_argument("--modes", default=",".join(MODES), type=lambda text: text.split(","),
                         help="comma-separated, from uniform, policy, guided (uniform and guided are needed)")
+    parser.add_argument("--reuse", default=[], type=lambda text: text.split(","),
+                        help="modes whose evaluation runs are read from --workdir, not run again (same settings)")
     parser.add_argument("--gate", type=float, default=0.5, help="the guided mode's value-gate quantile")
     parser.add_argument("--workdir", type=Path, help="keep archives and model here (default: a temporary folder)")
     args = parser.parse_args()

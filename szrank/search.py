@@ -308,7 +308,8 @@ def run_search(archive: Path, topology: int | None = None, steps: int = 100, see
             improved = feasible and result_total < anchor_total
             better = feasible and result_total < best_total
             delta = result_total - anchor_total
-            accepted = feasible and (delta <= 0 or rng.random() < math.exp(-delta / temperature))
+            accepted = feasible and (delta <= 0 or (rolled[1] > 0                    # a gated one only if no worse
+                                                    and rng.random() < math.exp(-delta / temperature)))
             realisation = feasible and result_total == 0
             event = _event(topology, (anchor_n, anchor_d, anchor), (proposal_n, proposal_d, proposal),
                            (result_n, result_d, result), action, propensity, rolled)
