@@ -16,6 +16,7 @@ for key in ("version", "description", "lib_name", "author", "author_email", "lic
 requirements = cfg.get("requirements", "").split()
 suvi_fill_requirements = cfg.get("suvi_fill_requirements", "").split()
 sunpy_requirements = cfg.get("sunpy_requirements", "").split()
+cluster_requirements = cfg.get("cluster_requirements", "").split()
 docs_requirements = cfg.get("docs_requirements", "").split()
 dev_requirements = cfg.get("dev_requirements", "").split()
 console_scripts = cfg.get("console_scripts", "").split()
@@ -40,6 +41,7 @@ setuptools.setup(
     extras_require={
         "suvi_fill": suvi_fill_requirements,               # szrank needs only `requirements`
         "sunpy": suvi_fill_requirements + sunpy_requirements,
+        "cluster": cluster_requirements,                   # Dask for --scheduler (szrank search)
         "docs": docs_requirements,
         "dev": suvi_fill_requirements + docs_requirements + dev_requirements,  # both packages, notebooks, site and tests
     },
