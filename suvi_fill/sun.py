@@ -290,8 +290,9 @@ LANE_WIDTH = 0.35
 MAX_TEXTURE_LEVEL = 4
 #: Network evolution: the pattern decorrelates over about this many days.
 NETWORK_DAYS = 1.0
-#: Power-spectrum slope of the fine coronal structure (log intensity; the real 171 disk shows -2.6)
-#: and its largest scale, degrees: beyond it the field is white (no disk-wide gradients).
+#: Power-spectrum slope of the fine coronal structure (log intensity) and its largest scale, degrees
+#: (white beyond it: no disk-wide gradients).  3.0, steeper than the real 171 disk's -2.6, because the
+#: network, loops and bright points add small-scale power: the whole disk then measures -2.5 (realism).
 FINE_SLOPE, FINE_OUTER_DEG = 3.0, 60.0
 #: Fine structure evolution: small loops and moss renew over about this many hours.
 FINE_HOURS = 6.0
