@@ -169,9 +169,11 @@ def held_against(frames: list[SolarImage], reference: SolarImage, band: int, nam
     real, synthetic = {}, {}
     for frame in frames:
         scale = max(frame.arcsec, reference.arcsec)
-        real.update(disk_figures(at_scale(reference, scale)))
+        if scale not in real:                     # the reference measured once per plate scale
+            real[scale] = disk_figures(at_scale(reference, scale))
         for name, value in disk_figures(at_scale(frame, scale)).items():
             synthetic.setdefault(name, []).append(value)
+    real = {name: value for figures in real.values() for name, value in figures.items()}
     return [figure_row(f"{band}: {name}", real[name], None if None in values else float(np.mean(values)))
             for name, values in synthetic.items() if names is None or name in names]
 
