@@ -16,8 +16,8 @@ from szrank.geometry import FACE_COUNT, dual_vertices, layout, unit_planes
 from szrank.topology import LINK_LENGTH, PAPER_RELABELLINGS, TOPOLOGY_COUNT, TRIANGLE_COUNT
 
 # %% auto 0
-__all__ = ['OBJ_DIGITS', 'ObjError', 'read_obj', 'fit_planes', 'read_configuration', 'obj_text', 'write_obj',
-           'archive_configuration', 'obj_command']
+__all__ = ['OBJ_DIGITS', 'ObjError', 'read_obj', 'fit_planes', 'read_configuration', 'configuration_vertices', 'obj_text',
+           'write_obj', 'archive_configuration', 'obj_command']
 
 # %% ../nbs/szrank/35_obj.ipynb 3
 OBJ_DIGITS = 12    # significant digits per coordinate, as the public solver prints its float32 values
@@ -73,13 +73,20 @@ def read_configuration(path: Path, topology: int) -> tuple[np.ndarray, np.ndarra
     return normals, offsets
 
 # %% ../nbs/szrank/35_obj.ipynb 12
-def obj_text(normals, offsets, topology: int) -> str:
-    "OBJ text of a configuration: our 44 dual vertices, face i = the paper's vertex i, corners in link order."
+def configuration_vertices(normals, offsets, topology: int, doing: str = "write") -> tuple:
+    """(layout, unit normals, offsets, the 44 dual vertices) of a configuration of `topology`;
+    `ConfigError` when a vertex is not finite (so there is nothing to `doing`)."""
     L = layout(topology)
     n, d = unit_planes(normals, offsets)
     vertices = dual_vertices(n, d, L.triangles)[0]
     if not np.isfinite(vertices).all():
-        raise ConfigError(f"the configuration of topology {topology} has degenerate vertices; nothing to write")
+        raise ConfigError(f"the configuration of topology {topology} has degenerate vertices; nothing to {doing}")
+    return L, n, d, vertices
+
+
+def obj_text(normals, offsets, topology: int) -> str:
+    "OBJ text of a configuration: our 44 dual vertices, face i = the paper's vertex i, corners in link order."
+    L, _, _, vertices = configuration_vertices(normals, offsets, topology)
     lines = [f"# szrank configuration of topology {topology} (the paper's #{topology + 1})"]
     lines += ["v " + " ".join(f"{x:.{OBJ_DIGITS}g}" for x in vertex) for vertex in vertices]
     for label in range(FACE_COUNT):

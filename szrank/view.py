@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from szrank.errors import ConfigError
-from szrank.geometry import dual_vertices, evaluate, layout, unit_planes
+from szrank.geometry import evaluate, layout
+from szrank.obj import configuration_vertices
 
 # %% auto 0
 __all__ = ['FACE_ALPHA', 'EDGE_COLOURS', 'EDGE_WIDTHS', 'ZOOM', 'marked_edges', 'configuration_figure', 'new_bests',
@@ -43,11 +44,7 @@ def _segments(vertices, L, edges) -> np.ndarray:
 def _draw_configuration(axes, normals, offsets, topology: int) -> tuple[int, int]:
     "Faces and edges of one configuration on 3-D axes; returns (C, I)."
     from mpl_toolkits.mplot3d.art3d import Line3DCollection, Poly3DCollection
-    L = layout(topology)
-    n, d = unit_planes(normals, offsets)
-    vertices = dual_vertices(n, d, L.triangles)[0]
-    if not np.isfinite(vertices).all():
-        raise ConfigError(f"the configuration of topology {topology} has degenerate vertices; nothing to draw")
+    L, n, d, vertices = configuration_vertices(normals, offsets, topology, "draw")
     crossing, intersecting, C, I = marked_edges(n, d, topology)
     colours = [f"C{i % 10}" for i in range(len(L.corners))]
     axes.add_collection3d(Poly3DCollection(vertices[L.corners], facecolors=colours, alpha=FACE_ALPHA, linewidths=0),
