@@ -267,13 +267,10 @@ def goal(table: dict, gaps) -> dict:
     out = {"rule": f"learned >= optical_flow + {GOAL_MARGIN_DB} dB at every gap"}
     if "learned" not in table or "optical_flow" not in table:
         return out | {"met": None, "why": "learned or optical_flow not run"}
-    margins = {str(g): (None if table["learned"][str(g)] is None
-                        else round(table["learned"][str(g)] - table["optical_flow"][str(g)], 3)) for g in gaps}
     # A gap without samples is not passed: the goal is met only when every gap is measured.
-    unmeasured = [int(g) for g in gaps if margins[str(g)] is None]
-    scored = [m for m in margins.values() if m is not None]
-    return out | {"margins": margins, "unmeasured": unmeasured,
-                  "met": bool(scored) and not unmeasured and all(m >= GOAL_MARGIN_DB for m in scored)}
+    scored = _margins(table, "optical_flow", gaps, GOAL_MARGIN_DB)
+    unmeasured = [int(g) for g in gaps if scored["margins"][str(g)] is None]
+    return out | {"margins": scored["margins"], "unmeasured": unmeasured, "met": scored["met"]}
 
 
 def _margins(table: dict, against: str, gaps, need: float) -> dict:
