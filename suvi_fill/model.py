@@ -20,10 +20,11 @@ from suvi_fill.paths import SLOT_SECONDS
 
 # %% auto 0
 __all__ = ['DT', 'PRIOR_TAU_SECONDS', 'CROSS_SATELLITE_PRIOR', 'SIDE_MIN_SLOTS', 'CROSS_SATELLITE_SLOTS', 'FLOW_RADIUS',
-           'MATCH_CHANNELS', 'ATTENTION_HEADS', 'holds', 'prior_logits', 'masked_blend', 'band_prior_logits',
-           'prior_blend', 'ConvBlock', 'set_pool', 'masked_median', 'warp', 'FrameAttention', 'cost_volume',
-           'input_channels', 'encoder_layers', 'decoder_layers', 'flow_layers', 'frame_inputs', 'encode_frames',
-           'decode', 'flow_warp', 'blend_output', 'check_shapes', 'FillNet', 'build', 'load_learned']
+           'MATCH_CHANNELS', 'ATTENTION_HEADS', 'HEAD_FRAME_PLANES', 'HEAD_SAMPLE_PLANES', 'holds', 'prior_logits',
+           'masked_blend', 'band_prior_logits', 'prior_blend', 'ConvBlock', 'set_pool', 'masked_median', 'warp',
+           'FrameAttention', 'cost_volume', 'input_channels', 'encoder_layers', 'nearest_distance', 'head_conditioning',
+           'decoder_layers', 'flow_layers', 'frame_inputs', 'encode_frames', 'decode', 'flow_warp', 'blend_output',
+           'check_shapes', 'FillNet', 'build', 'load_learned']
 
 # %% ../nbs/suvi_fill/32_model.ipynb 4
 #: Index of the signed time channel (+ for frames before the target), which the side weights read.
@@ -258,18 +259,43 @@ def encoder_layers(inputs: int, widths: list) -> dict:
     encode = nn.ModuleList(ConvBlock(widths[l], widths[l]) for l in range(1, len(widths)))
     return dict(stem=stem, down=down, encode=encode)
 
-# %% ../nbs/suvi_fill/32_model.ipynb 40
-def decoder_layers(widths: list) -> dict:
-    "`bottom` and `fuse` (the set-pooled decoder), `weight_head` and `residual_head` (last layers zero)."
+# %% ../nbs/suvi_fill/32_model.ipynb 41
+#: Constant planes the conditioned weight head reads per frame: its conditioning row, the bands it
+#: holds, and the nearest distance of every band (`nearest_distance`).
+HEAD_FRAME_PLANES = len(COND_LAYOUT) + 2 * BANDS
+#: Constant planes the conditioned residual head reads: the nearest distance of every band.
+HEAD_SAMPLE_PLANES = BANDS
+
+
+def nearest_distance(condition: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    "(B, BANDS): per band, the `log_abs_dt` conditioning of the nearest frame holding it (-1 where none does)."
+    log_dt = condition[..., COND_LAYOUT.index("log_abs_dt")].float()[..., None].expand(mask.shape)
+    nearest = log_dt.masked_fill(~mask, float("inf")).amin(1)
+    return torch.where(torch.isfinite(nearest), nearest, torch.full_like(nearest, -1.0))
+
+
+def head_conditioning(condition: torch.Tensor, mask: torch.Tensor) -> tuple:
+    """`(frame_rows (B, T, HEAD_FRAME_PLANES), sample_rows (B, HEAD_SAMPLE_PLANES))`: what the conditioned
+    heads read, per frame and per sample, before it is spread over the image."""
+    nearest = nearest_distance(condition, mask)
+    frames = torch.cat([condition.float(), mask.float(), nearest[:, None].expand(mask.shape)], -1)
+    return frames, nearest
+
+# %% ../nbs/suvi_fill/32_model.ipynb 43
+def decoder_layers(widths: list, conditioned: bool = False) -> dict:
+    """`bottom` and `fuse` (the set-pooled decoder), `weight_head` and `residual_head` (last layers zero).
+    `conditioned`: the heads also read `head_conditioning`'s planes (`HEAD_FRAME_PLANES`, `HEAD_SAMPLE_PLANES`)."""
     first, last = widths[0], widths[-1]
+    frame_extra, sample_extra = (HEAD_FRAME_PLANES, HEAD_SAMPLE_PLANES) if conditioned else (0, 0)
     return dict(
         bottom=ConvBlock(3 * last, last),
         fuse=nn.ModuleList(ConvBlock(widths[l + 1] + 3 * widths[l], widths[l]) for l in reversed(range(len(widths) - 1))),
-        weight_head=nn.Sequential(nn.Conv2d(2 * first, first, 1), nn.SiLU(), _zero(nn.Conv2d(first, BANDS, 1))),
-        residual_head=nn.Sequential(nn.Conv2d(first + 4 * BANDS, first, 3, padding=1), nn.SiLU(),
+        weight_head=nn.Sequential(nn.Conv2d(2 * first + frame_extra, first, 1), nn.SiLU(),
+                                  _zero(nn.Conv2d(first, BANDS, 1))),
+        residual_head=nn.Sequential(nn.Conv2d(first + 4 * BANDS + sample_extra, first, 3, padding=1), nn.SiLU(),
                                     _zero(nn.Conv2d(first, BANDS, 3, padding=1))))
 
-# %% ../nbs/suvi_fill/32_model.ipynb 42
+# %% ../nbs/suvi_fill/32_model.ipynb 45
 def flow_layers(widths: list) -> dict:
     "`match` (the cost volume's projection) and `flow_head` (last layer zero) at the coarsest level."
     cells, last = (2 * FLOW_RADIUS + 1) ** 2, widths[-1]
@@ -277,7 +303,7 @@ def flow_layers(widths: list) -> dict:
                 flow_head=nn.Sequential(nn.Conv2d(cells + last, last, 3, padding=1), nn.SiLU(),
                                         _zero(nn.Conv2d(last, 2, 3, padding=1))))
 
-# %% ../nbs/suvi_fill/32_model.ipynb 45
+# %% ../nbs/suvi_fill/32_model.ipynb 48
 def frame_inputs(aligned: torch.Tensor, condition: torch.Tensor, mask: torch.Tensor, coverage, relative: bool) -> tuple:
     """`(x, candidates)`: every frame's input planes (B*T, C, H, W) and the candidates (B, T, BANDS, H, W),
     zero where `mask` (`holds`) is False; `coverage` (B, T, H, W) or None (all ones)."""
@@ -296,7 +322,7 @@ def frame_inputs(aligned: torch.Tensor, condition: torch.Tensor, mask: torch.Ten
         inputs.append(candidates)
     return torch.cat(inputs, dim=2).reshape(b * t, -1, h, w), candidates
 
-# %% ../nbs/suvi_fill/32_model.ipynb 47
+# %% ../nbs/suvi_fill/32_model.ipynb 50
 def encode_frames(net: nn.Module, x: torch.Tensor, b: int, t: int, valid: torch.Tensor) -> tuple:
     """`(levels, frames)`: the encoder's features per level, (B*T, C, h, w) and as (B, T, C, h, w),
     the coarsest mixed across frames when the net has attention."""
@@ -308,7 +334,7 @@ def encode_frames(net: nn.Module, x: torch.Tensor, b: int, t: int, valid: torch.
         frames[-1] = net.mixer(frames[-1], valid)
     return levels, frames
 
-# %% ../nbs/suvi_fill/32_model.ipynb 49
+# %% ../nbs/suvi_fill/32_model.ipynb 52
 def decode(net: nn.Module, frames: list, valid: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     "The fused features `d` (B, base, H/2, W/2): set-pooled from the coarsest level up, with skips."
     d = net.bottom(set_pool(frames[-1], valid, target))
@@ -317,7 +343,7 @@ def decode(net: nn.Module, frames: list, valid: torch.Tensor, target: torch.Tens
         d = block(torch.cat([_resize(d, skip.shape[-2:]).to(skip.dtype), skip], dim=1))
     return d
 
-# %% ../nbs/suvi_fill/32_model.ipynb 50
+# %% ../nbs/suvi_fill/32_model.ipynb 53
 def flow_warp(net: nn.Module, coarsest: torch.Tensor, candidates: torch.Tensor, valid: torch.Tensor,
               target: torch.Tensor) -> torch.Tensor:
     """`candidates` (B, T, BANDS, H, W) warped by the flow the net reads off a cost volume between
@@ -332,7 +358,7 @@ def flow_warp(net: nn.Module, coarsest: torch.Tensor, candidates: torch.Tensor, 
     flow = net.flow_head(torch.cat([costs.to(coarse.dtype), coarse], 1))
     return warp(candidates.reshape(b * t, BANDS, h, w), _resize(flow.float(), (h, w))).reshape(b, t, BANDS, h, w)
 
-# %% ../nbs/suvi_fill/32_model.ipynb 51
+# %% ../nbs/suvi_fill/32_model.ipynb 54
 def blend_output(net: nn.Module, first_level: torch.Tensor, d: torch.Tensor, candidates: torch.Tensor,
                  aligned: torch.Tensor, condition: torch.Tensor, mask: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """(B, BANDS, H, W): the masked softmax blend of `candidates` under the prior logits plus the
@@ -340,17 +366,24 @@ def blend_output(net: nn.Module, first_level: torch.Tensor, d: torch.Tensor, can
     b, t, _, h, w = candidates.shape
     zero = torch.zeros((), device=aligned.device)
     broadcast = d[:, None].expand(b, t, *d.shape[1:]).reshape(b * t, *d.shape[1:])
-    delta = net.weight_head(torch.cat([first_level, broadcast.to(first_level.dtype)], 1))
+    head_in = [first_level, broadcast.to(first_level.dtype)]
+    if net.conditioned:
+        frame_rows, sample_rows = head_conditioning(condition, mask)
+        planes = frame_rows.reshape(b * t, -1, 1, 1).expand(-1, -1, *first_level.shape[-2:])
+        head_in.append(planes.to(first_level.dtype))
+    delta = net.weight_head(torch.cat(head_in, 1))
     delta = _resize(delta.float(), (h, w)).reshape(b, t, BANDS, h, w)
     blended = masked_blend(candidates, band_prior_logits(condition, mask)[..., None, None] + delta, mask)
     held = mask.any(1).float()[..., None, None].expand(-1, -1, h, w)    # bands some frame holds
     own = (mask & target[..., None])[..., None, None]                   # the target frame's bands
     own_bands = torch.where(own, aligned.float(), zero).sum(1)
     context = [_resize(d, (h, w)), blended, held, own_bands, own.any(1).float().expand(-1, -1, h, w)]
+    if net.conditioned:
+        context.append(sample_rows[..., None, None].expand(-1, -1, h, w))
     residual = net.residual_head(torch.cat([c.to(d.dtype) for c in context], 1))
     return blended + residual.float()
 
-# %% ../nbs/suvi_fill/32_model.ipynb 52
+# %% ../nbs/suvi_fill/32_model.ipynb 55
 def check_shapes(aligned: torch.Tensor, condition: torch.Tensor, present: torch.Tensor) -> None:
     "`OptionError` (a ValueError) naming the three shapes when they do not make one batch of stacks."
     b, t, bands, h, w = aligned.shape
@@ -360,7 +393,7 @@ def check_shapes(aligned: torch.Tensor, condition: torch.Tensor, present: torch.
                           f"present {tuple(present.shape)} do not match (B, T, {BANDS}, H, W), "
                           f"(B, T, {len(COND_LAYOUT)}), (B, T, {BANDS})")
 
-# %% ../nbs/suvi_fill/32_model.ipynb 54
+# %% ../nbs/suvi_fill/32_model.ipynb 57
 class FillNet(nn.Module):
     """`forward(aligned, condition, present, coverage=None)` -> (B, BANDS, H, W) asinh-coded bands.
 
@@ -368,22 +401,24 @@ class FillNet(nn.Module):
     len(COND_LAYOUT)); `present` (B, T, BANDS) in {0, 1}; optional `coverage`
     (B, T, H, W), `align_stack(..., return_coverage=True)`'s mask (0 where an on-disk
     pixel's source lay behind the limb), an input feature (default all ones).
-    Untrained: exactly `prior_blend(aligned, condition, present)`.
+    Untrained: exactly `prior_blend(aligned, condition, present)`.  `conditioned`: the heads read the
+    conditioning directly (`head_conditioning`; the trainer's default, off in the seed's net).
     """
     def __init__(self, base: int = 32, depth: int = 3, relative: bool = False,
-                 corr_flow: bool = False, attention: bool = False):
+                 corr_flow: bool = False, attention: bool = False, conditioned: bool = False):
         super().__init__()
         if depth < 1 or base < 1:
             raise OptionError(f"build: depth and base must be >= 1 (got depth={depth}, base={base})")
         self.config = dict(base=base, depth=depth, relative=relative, corr_flow=corr_flow,
-                           attention=attention)
+                           attention=attention, conditioned=conditioned)
         self.relative, self.corr_flow, self.attention = relative, corr_flow, attention
+        self.conditioned = conditioned
         #: The span ladder the net was trained with (set from its checkpoint by `load_learned`; () untrained).
         self.offsets = ()
         widths = [base * 2**level for level in range(depth)]
         layers = encoder_layers(input_channels(relative), widths)
         layers["mixer"] = FrameAttention(widths[-1]) if attention else None
-        layers |= decoder_layers(widths) | (flow_layers(widths) if corr_flow else {})
+        layers |= decoder_layers(widths, conditioned) | (flow_layers(widths) if corr_flow else {})
         for name, layer in layers.items():
             setattr(self, name, layer)
 
@@ -403,11 +438,12 @@ class FillNet(nn.Module):
 
 
 def build(base: int = 32, depth: int = 3, relative: bool = False, corr_flow: bool = False,
-          attention: bool = False) -> FillNet:
+          attention: bool = False, conditioned: bool = False) -> FillNet:
     "The filler network (untrained: the prior blend).  See `FillNet`."
-    return FillNet(base=base, depth=depth, relative=relative, corr_flow=corr_flow, attention=attention)
+    return FillNet(base=base, depth=depth, relative=relative, corr_flow=corr_flow, attention=attention,
+                   conditioned=conditioned)
 
-# %% ../nbs/suvi_fill/32_model.ipynb 56
+# %% ../nbs/suvi_fill/32_model.ipynb 59
 def load_learned(path, device="cpu") -> FillNet:
     """Load a trainer checkpoint (`suvi_fill.checkpoint`, either schema) into an eval-mode `FillNet` on `device`.
 

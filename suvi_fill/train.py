@@ -245,7 +245,7 @@ def prepare(config: TrainConfig, device, rank: int, world: int, on_record=None) 
         return evaluate_checkpoint(config, val_loader, len(val_set), device) if rank == 0 else 0
     train_loader = make_train_loader(train_set, config, device, rank, world)
     net = model.build(base=config.base, depth=config.depth, relative=config.relative, corr_flow=config.corr_flow,
-                      attention=config.attention).to(device).to(memory_format=torch.channels_last)
+                      attention=config.attention, conditioned=not config.plain_heads).to(device).to(memory_format=torch.channels_last)
     if rank == 0:
         print(f"  {sum(p.numel() for p in net.parameters()) / 1e6:.1f}M parameters")
     trained = net if world == 1 else torch.nn.parallel.DistributedDataParallel(
