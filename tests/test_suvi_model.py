@@ -12,9 +12,9 @@ from suvi_fill.paths import SLOT_SECONDS
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-VARIANTS = [dict(), dict(relative=True), dict(corr_flow=True), dict(attention=True),
-            dict(relative=True, corr_flow=True, attention=True)]
-IDS = ["plain", "relative", "corr_flow", "attention", "all"]
+VARIANTS = [dict(), dict(relative=True), dict(corr_flow=True), dict(attention=True), dict(conditioned=True),
+            dict(relative=True, corr_flow=True, attention=True, conditioned=True)]
+IDS = ["plain", "relative", "corr_flow", "attention", "conditioned", "all"]
 
 
 def make_item(rng, depth, size=(20, 18), target_lost=(0, 3)):
