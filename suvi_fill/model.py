@@ -19,16 +19,18 @@ from suvi_fill.errors import OptionError
 from suvi_fill.paths import SLOT_SECONDS
 
 # %% auto 0
-__all__ = ['DT', 'PRIOR_TAU_SECONDS', 'CROSS_SATELLITE_PRIOR', 'SIDE_MIN_SLOTS', 'CROSS_SATELLITE_SLOTS', 'FLOW_RADIUS',
-           'MATCH_CHANNELS', 'ATTENTION_HEADS', 'HEAD_FRAME_PLANES', 'HEAD_SAMPLE_PLANES', 'holds', 'prior_logits',
-           'masked_blend', 'band_prior_logits', 'prior_blend', 'ConvBlock', 'set_pool', 'masked_median', 'warp',
-           'FrameAttention', 'cost_volume', 'input_channels', 'encoder_layers', 'nearest_distance', 'head_conditioning',
-           'decoder_layers', 'flow_layers', 'frame_inputs', 'encode_frames', 'decode', 'flow_warp', 'blend_output',
-           'check_shapes', 'FillNet', 'build', 'load_learned']
+__all__ = ['DT', 'LOG_ABS_DT', 'PRIOR_TAU_SECONDS', 'CROSS_SATELLITE_PRIOR', 'SIDE_MIN_SLOTS', 'CROSS_SATELLITE_SLOTS',
+           'FLOW_RADIUS', 'MATCH_CHANNELS', 'ATTENTION_HEADS', 'HEAD_FRAME_PLANES', 'HEAD_SAMPLE_PLANES', 'holds',
+           'prior_logits', 'masked_blend', 'band_prior_logits', 'prior_blend', 'ConvBlock', 'set_pool', 'masked_median',
+           'warp', 'FrameAttention', 'cost_volume', 'input_channels', 'encoder_layers', 'nearest_distance',
+           'head_conditioning', 'decoder_layers', 'flow_layers', 'frame_inputs', 'encode_frames', 'decode', 'flow_warp',
+           'blend_output', 'check_shapes', 'FillNet', 'build', 'load_learned']
 
 # %% ../nbs/suvi_fill/32_model.ipynb 4
 #: Index of the signed time channel (+ for frames before the target), which the side weights read.
 DT = COND_LAYOUT.index("dt")
+#: Index of the log-distance channel, which the conditioned heads read per band (`nearest_distance`).
+LOG_ABS_DT = COND_LAYOUT.index("log_abs_dt")
 
 # %% ../nbs/suvi_fill/32_model.ipynb 7
 #: e-folding time of the prior weight on |dt|: one slot = 4 min (measured: see above).
@@ -269,7 +271,7 @@ HEAD_SAMPLE_PLANES = BANDS
 
 def nearest_distance(condition: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     "(B, BANDS): per band, the `log_abs_dt` conditioning of the nearest frame holding it (-1 where none does)."
-    log_dt = condition[..., COND_LAYOUT.index("log_abs_dt")].float()[..., None].expand(mask.shape)
+    log_dt = condition[..., LOG_ABS_DT].float()[..., None].expand(mask.shape)
     nearest = log_dt.masked_fill(~mask, float("inf")).amin(1)
     return torch.where(torch.isfinite(nearest), nearest, torch.full_like(nearest, -1.0))
 
@@ -411,8 +413,7 @@ class FillNet(nn.Module):
             raise OptionError(f"build: depth and base must be >= 1 (got depth={depth}, base={base})")
         self.config = dict(base=base, depth=depth, relative=relative, corr_flow=corr_flow,
                            attention=attention, conditioned=conditioned)
-        self.relative, self.corr_flow, self.attention = relative, corr_flow, attention
-        self.conditioned = conditioned
+        self.relative, self.corr_flow, self.attention, self.conditioned = relative, corr_flow, attention, conditioned
         #: The span ladder the net was trained with (set from its checkpoint by `load_learned`; () untrained).
         self.offsets = ()
         widths = [base * 2**level for level in range(depth)]
