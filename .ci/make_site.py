@@ -147,6 +147,12 @@ def add_toc(src: Path, pages: list[str]) -> None:
     index.write_text(json.dumps(notebook, indent=1), encoding="utf-8")
 
 
+def staged_notebooks(src: Path) -> list[Path]:
+    "The notebooks staged under `src` (not the cache's own copies, not checkpoints)."
+    return [path for path in sorted(src.rglob("*.ipynb"))
+            if ".jupyter_cache" not in path.parts and ".ipynb_checkpoints" not in path.parts]
+
+
 def execute_one(path: str) -> tuple:
     "Execute the staged notebook `path` as MyST-NB's cache mode does: `(path, executed JSON or None, seconds, error)`."
     import nbformat
@@ -166,9 +172,7 @@ def pre_execute(src: Path, cache_path: Path, jobs: int) -> None:
     from jupyter_cache.base import CacheBundleIn
     cache = get_cache(str(cache_path))
     todo = []
-    for path in sorted(src.rglob("*.ipynb")):
-        if ".jupyter_cache" in path.parts or ".ipynb_checkpoints" in path.parts:
-            continue
+    for path in staged_notebooks(src):
         try:
             cache.match_cache_notebook(nbformat.read(path, as_version=4))
         except KeyError:
@@ -198,9 +202,7 @@ def write_executed(src: Path, cache_path: Path, executed: Path) -> None:
     import nbformat
     from jupyter_cache import get_cache
     cache = get_cache(str(cache_path))
-    for path in sorted(src.rglob("*.ipynb")):
-        if ".jupyter_cache" in path.parts or ".ipynb_checkpoints" in path.parts:
-            continue
+    for path in staged_notebooks(src):
         try:
             _, merged = cache.merge_match_into_notebook(nbformat.read(path, as_version=4))
         except KeyError:
