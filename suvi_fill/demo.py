@@ -156,26 +156,27 @@ def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
     from suvi_fill.errors import SuviFillError, TrainingAborted
     from suvi_fill.files import atomic_write_json
     from suvi_fill.corpus import Corpus
-    from suvi_fill.train import train
+    from suvi_fill.train import net_config, train
     from suvi_fill.train_config import TrainConfig
     run_dir = Path(out) / "run"
     record_path = run_dir / "demo_train.json"
     corpus = Corpus.open(shards)
     digest = corpus.digest
     settings = DEMO_TRAIN | {"device": device}
+    config = TrainConfig(shards=str(shards), manifest=str(corpus.path), out=str(run_dir), **settings)
+    net = net_config(config)                      # a changed net (new heads) is another run
     try:
         record = json.loads(record_path.read_text())
     except (OSError, ValueError):
         record = None
     if record and record.get("manifest") == digest and record.get("settings") == settings \
-            and (run_dir / "best.pt").exists():
+            and record.get("net") == net and (run_dir / "best.pt").exists():
         print(f"[train] reusing the finished run in {run_dir} (exit {record['status']}); its log:")
         for line in record.get("log", []):
             print(line)
         return run_dir / "best.pt"
     if run_dir.exists():
-        shutil.rmtree(run_dir)                    # unfinished, or another corpus / settings: redo cleanly
-    config = TrainConfig(shards=str(shards), manifest=str(corpus.path), out=str(run_dir), **settings)
+        shutil.rmtree(run_dir)                    # unfinished, or another corpus / settings / net: redo cleanly
     log = _Tee(sys.stdout)
     with contextlib.redirect_stdout(log):
         print(f"[train] suvi-fill train {_command_line(config)}")
@@ -185,7 +186,7 @@ def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
             status = 1                            # the ABORT guard: best.pt holds the best eval
     if not (run_dir / "best.pt").exists():
         raise SuviFillError(f"training wrote no {run_dir / 'best.pt'} (exit {status})")
-    atomic_write_json(record_path, {"manifest": digest, "settings": settings, "status": int(status),
+    atomic_write_json(record_path, {"manifest": digest, "settings": settings, "net": net, "status": int(status),
                                     "log": log.lines()})
     print(f"[train] exit {status} -> {run_dir / 'best.pt'}" + ("  (ABORT guard: best.pt is the best eval)"
                                                                if status == 1 else ""))

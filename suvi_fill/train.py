@@ -32,9 +32,9 @@ from suvi_fill.train_data import (data_sets, describe_sets, load_availability, m
 
 # %% auto 0
 __all__ = ['CLIP_NORM', 'WEIGHT_DECAY', 'SWEEP_EVERY', 'host_free_gb', 'aligned_batch', 'predict', 'evaluate',
-           'distributed_context', 'share_verdict', 'Run', 'resume', 'announce', 'evaluate_checkpoint', 'prepare',
-           'Window', 'eval_row', 'release_cache', 'baseline', 'first_best', 'validate', 'train_step', 'batches', 'loop',
-           'claim_out', 'train', 'train_command', 'main']
+           'distributed_context', 'share_verdict', 'Run', 'resume', 'announce', 'evaluate_checkpoint', 'net_config',
+           'prepare', 'Window', 'eval_row', 'release_cache', 'baseline', 'first_best', 'validate', 'train_step',
+           'batches', 'loop', 'claim_out', 'train', 'train_command', 'main']
 
 # %% ../nbs/suvi_fill/41_train.ipynb 3
 #: Gradient-norm clip: the loss is bounded, so this only catches a broken batch.
@@ -226,6 +226,14 @@ def evaluate_checkpoint(config: TrainConfig, val_loader, val_size: int, device) 
     return 0
 
 # %% ../nbs/suvi_fill/41_train.ipynb 23
+def net_config(config: TrainConfig) -> dict:
+    """The `model.build` arguments of the net `config` trains: its size and variants; the heads read the
+    conditioning and give signed weights unless `plain_heads` (the seed's net)."""
+    return dict(base=config.base, depth=config.depth, relative=config.relative, corr_flow=config.corr_flow,
+                attention=config.attention, conditioned=not config.plain_heads, signed=not config.plain_heads)
+
+
+# %% ../nbs/suvi_fill/41_train.ipynb 25
 def prepare(config: TrainConfig, device, rank: int, world: int, on_record=None) -> Run | int:
     "Seed, read the corpus, build data, net and optimiser, resume; the `Run` (or `--evaluate`'s exit status)."
     for seeded in (torch.manual_seed, random.seed, np.random.seed):
@@ -244,8 +252,7 @@ def prepare(config: TrainConfig, device, rank: int, world: int, on_record=None) 
     if config.evaluate:
         return evaluate_checkpoint(config, val_loader, len(val_set), device) if rank == 0 else 0
     train_loader = make_train_loader(train_set, config, device, rank, world)
-    net = model.build(base=config.base, depth=config.depth, relative=config.relative, corr_flow=config.corr_flow,
-                      attention=config.attention, conditioned=not config.plain_heads).to(device).to(memory_format=torch.channels_last)
+    net = model.build(**net_config(config)).to(device).to(memory_format=torch.channels_last)
     if rank == 0:
         print(f"  {sum(p.numel() for p in net.parameters()) / 1e6:.1f}M parameters")
     trained = net if world == 1 else torch.nn.parallel.DistributedDataParallel(
@@ -259,7 +266,7 @@ def prepare(config: TrainConfig, device, rank: int, world: int, on_record=None) 
     os.makedirs(config.out, exist_ok=True)
     return run
 
-# %% ../nbs/suvi_fill/41_train.ipynb 25
+# %% ../nbs/suvi_fill/41_train.ipynb 27
 class Window:
     "Train loss and gradient norms since the last row."
     def __init__(self):
@@ -276,7 +283,7 @@ class Window:
             return {"train_loss": None, "grad_mean": None, "grad_max": None}
         return {"train_loss": self.loss / self.n, "grad_mean": self.grad / self.n, "grad_max": self.grad_max}
 
-# %% ../nbs/suvi_fill/41_train.ipynb 26
+# %% ../nbs/suvi_fill/41_train.ipynb 28
 def eval_row(run: Run, val: dict, window: Window, seconds: float) -> dict:
     "One history row with every field the seed writes (a baseline's, with no step taken, lacks the train ones)."
     row = {"step": run.step, "epoch": run.epoch,
@@ -286,7 +293,7 @@ def eval_row(run: Run, val: dict, window: Window, seconds: float) -> dict:
             "lr": run.optimiser.param_groups[0]["lr"], "seconds": seconds, "host_free_gb": host_free_gb()}
     return {key: value for key, value in row.items() if value is not None}
 
-# %% ../nbs/suvi_fill/41_train.ipynb 28
+# %% ../nbs/suvi_fill/41_train.ipynb 30
 def release_cache(device):
     """Empty CUDA's caching allocator.  The composition holds multi-GB full-resolution tensors, and
     on unified GTT memory the allocator's fragmentation growth is host RAM disappearing: the seed's
@@ -294,7 +301,7 @@ def release_cache(device):
     if device.type == "cuda":
         torch.cuda.empty_cache()
 
-# %% ../nbs/suvi_fill/41_train.ipynb 29
+# %% ../nbs/suvi_fill/41_train.ipynb 31
 def baseline(run: Run) -> None:
     "The untrained (or resumed) eval, its row and line; sets the policy's best."
     if run.lead:
@@ -309,7 +316,7 @@ def baseline(run: Run) -> None:
         release_cache(run.device)
     _, _, run.policy.best = share_verdict(0, run.policy.lr_scale, run.policy.best, run.world, run.device)
 
-# %% ../nbs/suvi_fill/41_train.ipynb 30
+# %% ../nbs/suvi_fill/41_train.ipynb 32
 def first_best(run: Run) -> None:
     "Write best.pt when the run has none yet: never clobber a resumed run's best."
     if run.lead and not os.path.exists(os.path.join(run.config.out, "best.pt")):
@@ -317,7 +324,7 @@ def first_best(run: Run) -> None:
         run.save("best.pt")
         run.epoch = saved_epoch
 
-# %% ../nbs/suvi_fill/41_train.ipynb 31
+# %% ../nbs/suvi_fill/41_train.ipynb 33
 def validate(run: Run, window: Window, started: float) -> str | None:
     """Evaluate, record, checkpoint, judge: None to go on, or 'ABORT' / 'FROZEN' (every rank alike)."""
     stop = None
@@ -342,7 +349,7 @@ def validate(run: Run, window: Window, started: float) -> str | None:
         {None: 0, "ABORT": 1, "FROZEN": 2}[stop], run.policy.lr_scale, run.policy.best, run.world, run.device)
     return {0: None, 1: "ABORT", 2: "FROZEN"}[code]
 
-# %% ../nbs/suvi_fill/41_train.ipynb 33
+# %% ../nbs/suvi_fill/41_train.ipynb 35
 def train_step(run: Run, batch, loss_of, sweep) -> tuple:
     """One optimiser step on `batch`; returns (loss, gradient norm before clipping, lr).  A non-finite loss or
     gradient norm raises `guards.NonFinite` before the optimiser step (`guards.check_step`)."""
@@ -360,7 +367,7 @@ def train_step(run: Run, batch, loss_of, sweep) -> tuple:
     run.step += 1
     return float(loss.detach()), grad, lr
 
-# %% ../nbs/suvi_fill/41_train.ipynb 34
+# %% ../nbs/suvi_fill/41_train.ipynb 36
 def batches(run: Run):
     "The batches of the epochs still to run, each epoch cut at `steps_per_epoch`, all at `finish`."
     first = run.epoch
@@ -377,7 +384,7 @@ def batches(run: Run):
         if run.step >= run.finish:
             return
 
-# %% ../nbs/suvi_fill/41_train.ipynb 35
+# %% ../nbs/suvi_fill/41_train.ipynb 37
 def loop(run: Run) -> str | None:
     "Train to the end; None when finished, or the policy's stop ('ABORT', 'FROZEN')."
     config, sweep = run.config, run.config.sweep
@@ -406,7 +413,7 @@ def loop(run: Run) -> str | None:
         progress.close()
     return stop
 
-# %% ../nbs/suvi_fill/41_train.ipynb 36
+# %% ../nbs/suvi_fill/41_train.ipynb 38
 def _progress_bar(run: Run):
     "A tqdm bar over optimiser steps on rank 0 when interactive (a terminal or a notebook)."
     if not run.lead:
@@ -415,7 +422,7 @@ def _progress_bar(run: Run):
     return tqdm(total=run.finish, initial=min(run.step, run.finish), unit="step", desc="train",
                 disable=None, leave=False, dynamic_ncols=True)
 
-# %% ../nbs/suvi_fill/41_train.ipynb 39
+# %% ../nbs/suvi_fill/41_train.ipynb 41
 def claim_out(config: TrainConfig, rank: int = 0):
     """The context rank 0 of a run holds `--out` in (`outputs.own_directory`: a second run into it is refused,
     exit 2, naming the holder; a killed run's lock and temporaries are taken over and removed, with a
@@ -426,7 +433,7 @@ def claim_out(config: TrainConfig, rank: int = 0):
 
 
 
-# %% ../nbs/suvi_fill/41_train.ipynb 41
+# %% ../nbs/suvi_fill/41_train.ipynb 43
 def train(config: TrainConfig, on_record=None) -> int:
     "Train (or range-test, overfit, evaluate) as `config` says; 0 when done, `TrainingAborted` on ABORT."
     config.check()
@@ -457,7 +464,7 @@ def train(config: TrainConfig, on_record=None) -> int:
     run.say(f"best validation display PSNR {run.policy.best:.2f} dB")
     return 0
 
-# %% ../nbs/suvi_fill/41_train.ipynb 47
+# %% ../nbs/suvi_fill/41_train.ipynb 49
 def train_command(parser):
     "`suvi-fill train`: the seed's flags plus `--device`; returns `run(args) -> int`."
     parser.description = DESCRIPTION
@@ -465,14 +472,14 @@ def train_command(parser):
     add_arguments(parser)
     return lambda args: train(from_args(args))
 
-# %% ../nbs/suvi_fill/41_train.ipynb 48
+# %% ../nbs/suvi_fill/41_train.ipynb 50
 def main(argv=None, on_record=None) -> int:
     "Parse `suvi-fill train` flags from `argv` and `train`; the same statuses and errors."
     parser = add_arguments(argparse.ArgumentParser(description=DESCRIPTION,
                                                    formatter_class=argparse.RawDescriptionHelpFormatter))
     return train(from_args(parser.parse_args(argv)), on_record=on_record)
 
-# %% ../nbs/suvi_fill/41_train.ipynb 49
+# %% ../nbs/suvi_fill/41_train.ipynb 51
 if __name__ == "__main__" and "__file__" in globals():
     from suvi_fill import cli
     sys.exit(cli.main(["train", *sys.argv[1:]]))

@@ -71,8 +71,9 @@ class TrainConfig:
     relative: bool = flag(False, "variant: deviation-from-median input channels (default: off)")
     corr_flow: bool = flag(False, "variant: cost-volume input to the flow head (default: off)")
     attention: bool = flag(False, "variant: cross-frame attention on a token grid (default: off)")
-    plain_heads: bool = flag(False, "variant: the seed's heads, which do not read the frames' conditioning "
-                             "(model.head_conditioning); default: off")
+    plain_heads: bool = flag(False, "variant: the seed's heads, which neither read the frames' conditioning "
+                             "(model.head_conditioning) nor give signed weights (model.signed_sum); "
+                             "default: off")
     span: int | None = flag(None, f"model input span in slots, a rung of {samples.LADDER}; sets the offset "
                             "ladder and the target margin (default: the manifest's span_min)", int)
     gap_max: int = flag(0, "train and validate at gaps drawn log-uniformly up to this many slots "

@@ -11,14 +11,18 @@ def test_stages_reuse_and_redo(fill_corpus, tiny_checkpoint, tmp_path, capsys):
     import torch
     torch.set_num_threads(1)
     from suvi_fill import demo, segments
+    from suvi_fill.train import net_config
+    from suvi_fill.train_config import TrainConfig
     out = tmp_path / "demo"
     # A finished run on this corpus with the demo's settings is reused, not retrained.
     run_dir = out / "run"
     run_dir.mkdir(parents=True)
     shutil.copy(tiny_checkpoint, run_dir / "best.pt")
     digest = segments.load_manifest(fill_corpus / "manifest.json")["digest"]
+    settings = demo.DEMO_TRAIN | {"device": "cpu"}
+    net = net_config(TrainConfig(shards="s", manifest="m", out="o", **settings))
     (run_dir / "demo_train.json").write_text(json.dumps(
-        {"manifest": digest, "settings": demo.DEMO_TRAIN | {"device": "cpu"}, "status": 0}))
+        {"manifest": digest, "settings": settings, "net": net, "status": 0}))
     checkpoint = demo.train_stage(out, fill_corpus)
     assert checkpoint == run_dir / "best.pt" and "reusing the finished run" in capsys.readouterr().out
 
