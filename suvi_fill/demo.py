@@ -101,7 +101,7 @@ def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESO
 
 # %% ../nbs/suvi_fill/90_demo.ipynb 10
 #: The demo's training run, as `TrainConfig` fields (the reasons for each value are above).
-DEMO_TRAIN = dict(base=16, depth=2, batch=16, workers=0, val_samples=48, max_steps=400, eval_every=100,
+DEMO_TRAIN = dict(base=16, depth=2, batch=16, workers=0, val_samples=48, max_steps=300, eval_every=100,
                   warmup=50, lr=5e-4, plateau_evals=0, epochs=100, seed=0, balance=True, threads=2,
                   gap_max=max(DEMO_GAPS))
 #: Samples per gap of the demo bench (`DEMO_GAPS` above), the bench's default: 32 samples
