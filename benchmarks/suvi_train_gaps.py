@@ -103,8 +103,7 @@ def main() -> None:
         for batch in train.batches(run):
             losses.append(train.train_step(run, batch, loss_of, None)[0])
             if run.step % args.every == 0 or run.step == run.finish:
-                run.net.eval()
-                scores = score(fillers.ModelFiller(run.net, "learned"), fixed)
+                scores = score(fillers.ModelFiller(run.net, "learned"), fixed)     # puts the net in eval mode
                 run.net.train()
                 print(row(f"step {run.step}", scores,
                           f"  train loss {np.mean(losses):.5f}  {time.perf_counter() - started:.0f} s"), flush=True)

@@ -388,9 +388,8 @@ def blend_output(net: nn.Module, first_level: torch.Tensor, d: torch.Tensor, can
         frame_rows, sample_rows = head_conditioning(condition, mask)
         planes = frame_rows.reshape(b * t, -1, 1, 1).expand(-1, -1, *first_level.shape[-2:])
         head_in.append(planes.to(first_level.dtype))
-    heads = 2 if net.signed else 1
-    delta = net.weight_head(torch.cat(head_in, 1))
-    delta = _resize(delta.float(), (h, w)).reshape(b, t, heads * BANDS, h, w)
+    delta = net.weight_head(torch.cat(head_in, 1))                    # BANDS logits (+ BANDS signed weights)
+    delta = _resize(delta.float(), (h, w)).reshape(b, t, -1, h, w)
     blended = masked_blend(candidates, band_prior_logits(condition, mask)[..., None, None] + delta[:, :, :BANDS], mask)
     if net.signed:
         blended = blended + signed_sum(candidates, delta[:, :, BANDS:], mask)

@@ -345,28 +345,31 @@ def test_coverage_is_an_input_not_a_weight():
         assert not torch.allclose(net(*inputs, coverage=coverage), net(*inputs))
 
 
+def signed_only_net():
+    "A net whose only non-zero output is its signed weights: random, with the softmax and residual heads zeroed."
+    torch.manual_seed(5)
+    net = randomise(model.build(base=8, depth=2, signed=True, conditioned=True), seed=2, scale=0.5)
+    with torch.no_grad():
+        net.residual_head[-1].weight.zero_(), net.residual_head[-1].bias.zero_()
+        net.weight_head[-1].weight[:model.BANDS].zero_(), net.weight_head[-1].bias[:model.BANDS].zero_()
+    return net
+
+
 def test_signed_weights_leave_an_unchanging_scene_as_the_blend_has_it():
     "Whatever the signed weights, they sum to zero over the frames holding a band: frames that agree give no correction."
     rng = np.random.default_rng(7)
     items = [make_item(rng, 5), make_item(rng, 5, target_lost=(0, 1, 2, 3, 4, 5))]
     for item in items:                      # every frame shows the same scene
         item["stack"] = item["stack"][1:2].expand_as(item["stack"]).clone() * item["present"][..., None, None]
-    torch.manual_seed(5)
-    net = randomise(model.build(base=8, depth=2, signed=True, conditioned=True), seed=2, scale=0.5)
+    net = signed_only_net()
     with torch.no_grad():
-        net.residual_head[-1].weight.zero_(), net.residual_head[-1].bias.zero_()
-        net.weight_head[-1].weight[:model.BANDS].zero_(), net.weight_head[-1].bias[:model.BANDS].zero_()
         signed = net(*batched(items))
         net.weight_head[-1].weight.zero_(), net.weight_head[-1].bias.zero_()
         plain = net(*batched(items))
     assert net.signed and signed.abs().max() > 0
     torch.testing.assert_close(signed, plain, atol=2e-6, rtol=0)
     # And on frames that differ, the same weights do move the output.
-    torch.manual_seed(5)
-    net = randomise(model.build(base=8, depth=2, signed=True, conditioned=True), seed=2, scale=0.5)
     moving = [make_item(np.random.default_rng(7), 5)]
     with torch.no_grad():
-        net.residual_head[-1].weight.zero_(), net.residual_head[-1].bias.zero_()
-        net.weight_head[-1].weight[:model.BANDS].zero_(), net.weight_head[-1].bias[:model.BANDS].zero_()
-        moved = net(*batched(moving))
+        moved = signed_only_net()(*batched(moving))
     assert (moved - model.prior_blend(*batched(moving))).abs().max() > 1e-3
