@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import json
 import math
@@ -25,20 +26,22 @@ __all__ = ['RESPONSE_LINES', 'QUIET_RADIANCE', 'QUIET_DEM', 'LIMB_THICKNESS', 'O
            'PSF_MIN_PIXELS', 'CORONAL_304_SHARE', 'OK', 'DROP_BAND', 'DROP_FRAME', 'EMPTY_FILE', 'ECLIPSE',
            'SENTINEL_RUN', 'DUAL_FAILURE', 'MULTI_DAY_GAP', 'OUTAGE_NAMES', 'FILE_PRESENT', 'SATELLITE_LONGITUDE',
            'GEO_RADIUS_KM', 'SHADOW_RADIUS_KM', 'SCALED_RATES', 'TEXTURE_DEG', 'NETWORK_DEG', 'LANE_WIDTH',
-           'MAX_TEXTURE_LEVEL', 'NETWORK_DAYS', 'FINE_SLOPE', 'FINE_OUTER_DEG', 'FINE_HOURS', 'AR_RATE_PER_DAY',
-           'AR_LIFE_DAYS', 'AR_ENVELOPE_EM', 'AR_CORE_EM', 'FLARE_RATE_PER_DAY', 'AR_HEIGHT', 'CORE_HEIGHT',
-           'FLARE_HEIGHT', 'LOOPS_PER_REGION', 'LOOP_POINTS', 'LOOP_POINT_RADIUS_PX', 'LOOP_WIDTH', 'DIPOLE_DEPTH',
-           'LOOP_LOGT', 'LOOP_DEM_WIDTH', 'LOOP_EM', 'LOOP_PERIOD_MIN', 'BRIGHT_POINTS', 'BRIGHT_POINT_HOURS',
-           'BRIGHT_POINT_LOGT', 'BRIGHT_POINT_EM', 'BRIGHT_POINT_AREA', 'FILAMENTS', 'FILAMENT_DEG', 'FILAMENT_HEIGHT',
-           'FILAMENT_GRID', 'FILAMENT_WIDTH', 'FILAMENT_DEPTH', 'PROMINENCE_LEVEL', 'STREAMERS', 'STREAMER_LAT',
-           'STREAMER_WIDTH', 'PLUMES', 'PLUME_SPREAD', 'PLUME_WIDTH', 'PLUME_HOURS', 'FINE_PHASE_DEG', 'COMPONENTS',
+           'MAX_TEXTURE_LEVEL', 'NETWORK_DAYS', 'FINE_SLOPE', 'FINE_OUTER_DEG', 'FINE_DAYS', 'FINE_HOURS',
+           'FINE_FAST_SHARE', 'AR_RATE_PER_DAY', 'AR_LIFE_DAYS', 'AR_ENVELOPE_EM', 'AR_CORE_EM', 'FLARE_RATE_PER_DAY',
+           'AR_HEIGHT', 'CORE_HEIGHT', 'FLARE_HEIGHT', 'LOOPS_PER_REGION', 'LOOP_POINTS', 'LOOP_POINT_RADIUS_PX',
+           'LOOP_WIDTH', 'DIPOLE_DEPTH', 'LOOP_REACH', 'LOOP_LOGT', 'LOOP_DEM_WIDTH', 'LOOP_EM', 'LOOP_PERIOD_MIN',
+           'BRIGHT_POINTS', 'BRIGHT_POINT_HOURS', 'BRIGHT_POINT_LOGT', 'BRIGHT_POINT_EM', 'BRIGHT_POINT_AREA',
+           'FILAMENTS', 'FILAMENT_DEG', 'FILAMENT_HEIGHT', 'FILAMENT_GRID', 'FILAMENT_WIDTH', 'FILAMENT_DEPTH',
+           'PROMINENCE_LEVEL', 'STREAMERS', 'STREAMER_LAT', 'STREAMER_WIDTH', 'PLUMES', 'PLUME_SPREAD', 'PLUME_WIDTH',
+           'PLUME_HOURS', 'FAR_BASE', 'FINE_PHASE_DEG', 'EVOLVING', 'KEYFRAME_CACHE', 'COMPONENTS',
            'POINTING_BIAS_ARCSEC', 'POINTING_DIURNAL_ARCSEC', 'POINTING_JITTER_ARCSEC', 'ROLL_BIAS_DEG',
            'ROLL_DIURNAL_DEG', 'GAIN_SIGMA', 'OFFSET_FRACTION', 'DEFAULT_START', 'DEFAULT_RESOLUTION', 'TRUTH_NAME',
            'OUTAGES_NAME', 'band_response', 'dem_weights', 'relative_brightness', 'OutageRates', 'eclipse_window',
-           'outage_plan', 'Geometry', 'loop_stride', 'dem_radiance', 'dipole_line', 'region_loops', 'local_frame',
-           'loop_points', 'splat', 'bright_points', 'bright_point_sources', 'filaments', 'filament_points',
-           'corona_shapes', 'corona_pattern', 'SunScene', 'pixel_mean', 'pixel_means', 'SunTextures', 'draw_blobs',
-           'SunSurface', 'draw_filaments', 'SunModel', 'Instrument', 'archive_path', 'synthesize', 'synth_command']
+           'outage_plan', 'Geometry', 'texture_shape', 'loop_stride', 'dem_radiance', 'dipole_line', 'region_loops',
+           'local_frame', 'loop_points', 'splat', 'bright_points', 'bright_point_sources', 'filaments',
+           'filament_points', 'corona_shapes', 'corona_pattern', 'SunScene', 'pixel_mean', 'pixel_means',
+           'keyframe_days', 'SunTextures', 'draw_blobs', 'SunSurface', 'draw_filaments', 'SunModel', 'Instrument',
+           'archive_path', 'synthesize', 'synth_command']
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 3
 from suvi_fill.fits import SENTINEL_VALUE, l2_header_values, l2_name, write_l2, world_from_pixel
@@ -78,8 +81,9 @@ FAR_SCALE, FAR_SHARE = 0.12, 0.2
 POLAR_FLOOR = 0.35
 #: Contrast (log-normal sigma) of the network lanes (supergranule boundaries): strongest in 304.
 NETWORK_CONTRAST = {94: 0.10, 131: 0.20, 171: 0.10, 195: 0.10, 284: 0.08, 304: 0.45}
-#: Contrast of the fine coronal structure (power-law spectrum): loops and moss of the quiet Sun.
-FINE_CONTRAST = {94: 0.30, 131: 0.25, 171: 0.40, 195: 0.45, 284: 0.35, 304: 0.15}
+#: Contrast of the fine coronal structure (power-law spectrum): loops and moss of the quiet Sun.  A tenth
+#: above what 60-deg outer scales needed: the on-disk spread lost the disk-wide part (realism).
+FINE_CONTRAST = {94: 0.33, 131: 0.28, 171: 0.44, 195: 0.50, 284: 0.38, 304: 0.16}
 #: Coronal-hole depth: fraction of the disk radiance removed inside a hole.
 HOLE_DEPTH = {94: 0.6, 131: 0.5, 171: 0.5, 195: 0.85, 284: 0.9, 304: 0.15}
 #: Counts per (W m-2 sr-1) per native pixel per second: quiet-Sun centre SNR ~20 at 2.5"/px.
@@ -288,14 +292,18 @@ NETWORK_DEG = 2.5
 LANE_WIDTH = 0.35
 #: Coarsest smoothed copy of the textures (2**level cells): 4 deg cells, a 48-px frame's pixel.
 MAX_TEXTURE_LEVEL = 4
-#: Network evolution: the pattern decorrelates over about this many days.
-NETWORK_DAYS = 1.0
+#: Network evolution: keyframes of the supergranule field this many days apart (see "How the quiet Sun
+#: evolves" below).  The network traces magnetic flux that outlives a supergranule (1-2 days) by far;
+#: 8 days is what the seed's 300-slot optical-flow figure leaves room for.
+NETWORK_DAYS = 8.0
 #: Power-spectrum slope of the fine coronal structure (log intensity) and its largest scale, degrees
-#: (white beyond it: no disk-wide gradients).  3.0, steeper than the real 171 disk's -2.6, because the
-#: network, loops and bright points add small-scale power: the whole disk then measures -2.5 (realism).
-FINE_SLOPE, FINE_OUTER_DEG = 3.0, 60.0
-#: Fine structure evolution: small loops and moss renew over about this many hours.
-FINE_HOURS = 6.0
+#: (white beyond it).  3.0, steeper than the real 171 disk's -2.6, because the network, loops and bright
+#: points add small-scale power (realism).  30 deg: with 60 the largest scales alone set the brightness
+#: of the whole inner disk, so every ratio to the disk centre hung on the date (measured: 2x apart).
+FINE_SLOPE, FINE_OUTER_DEG = 3.0, 30.0
+#: Fine structure evolution: a slow part that follows the network (keyframes `FINE_DAYS` apart) and a
+#: fast part, small loops and moss renewing (keyframes `FINE_HOURS` apart), `FINE_FAST_SHARE` of the variance.
+FINE_DAYS, FINE_HOURS, FINE_FAST_SHARE = 8.0, 6.0, 0.02
 #: Active-region emergence rate (all longitudes), per day, and life time range (days, e-folding).
 AR_RATE_PER_DAY, AR_LIFE_DAYS = 1.2, (1.5, 6.0)
 #: Emission measure of an active region's envelope and of its core, relative to the quiet corona
@@ -340,16 +348,20 @@ class Geometry:
     crota: float = 0.0
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 26
-def _surface_texture(rng) -> np.ndarray:
-    """The heliographic textures (5, lat, lon), float32: two phases of the supergranule field (network
-    lanes at its zero crossings), two phases of the fine power-law structure, the coronal holes."""
-    shape = (int(180 / TEXTURE_DEG) + 1, int(360 / TEXTURE_DEG))
-    cells = NETWORK_DEG / TEXTURE_DEG
+def texture_shape() -> tuple:
+    "(lat, lon) cells of the heliographic maps: poles included, longitude periodic."
+    return int(180 / TEXTURE_DEG) + 1, int(360 / TEXTURE_DEG)
+
+
+def _hole_map(rng) -> np.ndarray:
+    """The coronal-hole map (lat, lon), float32 in [0, 1]: polar caps whose boundary wanders with
+    longitude, plus one to three low-latitude holes.  It does not evolve."""
+    shape = texture_shape()
     lat = np.linspace(-90, 90, shape[0])[:, None]
     lon = np.linspace(-180, 180, shape[1], endpoint=False)[None, :]
-    net_a, net_b = _smooth_field(rng, shape, cells), _smooth_field(rng, shape, cells)
-    outer = FINE_OUTER_DEG / TEXTURE_DEG
-    fine_a, fine_b = (_power_law_field(rng, shape, FINE_SLOPE, outer) for _ in range(2))
+    # The four fields an earlier design drew here first: skipped, so a seed's holes, regions and flares
+    # are the ones the realism figures were measured on.
+    rng.standard_normal((4,) + shape)
     # Coronal holes: polar caps whose boundary wanders with longitude, plus low-latitude holes.
     wobble = 6.0 * _smooth_field(rng, (1, shape[1]), 40 * 0.5 / TEXTURE_DEG)[0][None, :]
     cap = 62.0 + wobble
@@ -359,7 +371,7 @@ def _surface_texture(rng) -> np.ndarray:
         dlon = (lon - hn + 180) % 360 - 180
         d2 = ((lat - hl) ** 2 + (dlon * np.cos(np.radians(hl))) ** 2) / size ** 2
         holes = np.maximum(holes, 1 / (1 + np.exp(np.minimum((d2 - 1) * 6, 50.0))))
-    return np.stack([net_a, net_b, fine_a, fine_b, holes]).astype(np.float32)   # (5, lat, lon)
+    return holes.astype(np.float32)
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 27
 def _active_regions(rng, days: float) -> list:
@@ -411,6 +423,11 @@ def loop_stride(radius_px: float) -> int:
 LOOP_WIDTH = 0.003
 #: Depth of an active region's dipole under the surface, in units of the region's size.
 DIPOLE_DEPTH = 0.5
+#: The outermost field line over the innermost (1.3 x the depth): 4 puts the tallest loop tops at
+#: 0.07-0.15 R (50-100 Mm, the real fan loops).  With 12 they stood up to 0.5 R, and their projections
+#: moved by pixels against the surface as the region turned: the largest error of the seed table at 300
+#: slots (measured below).
+LOOP_REACH = 4.0
 #: Temperatures of the inner (hot core) and outer (cool fan) loops, log T; DEM width of one loop.
 LOOP_LOGT, LOOP_DEM_WIDTH = (6.55, 5.95), 0.08
 #: Emission measure of a loop relative to the quiet corona (log-uniform range) and its pulse period, minutes.
@@ -446,7 +463,7 @@ def region_loops(seed: int, index: int, region: dict) -> dict:
     n, size = LOOPS_PER_REGION, region["size"]
     depth = DIPOLE_DEPTH * size
     reach = rng.uniform(0.0, 1.0, n)                      # 0: innermost, 1: outermost line
-    lines = depth * np.exp(math.log(1.3) + reach * math.log(12.0))
+    lines = depth * 1.3 * np.exp(reach * math.log(LOOP_REACH))
     hot = np.clip(1 - reach + rng.normal(0, 0.15, n), 0, 1)
     loops = dict(
         depth=depth, lines=lines, across=rng.normal(0, 0.5, n) * size, shear=rng.normal(0, 0.25, n),
@@ -529,9 +546,11 @@ def splat(image, points, flux, geometry: Geometry, radius_px: float, visible=Non
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 39
 #: Bright points alive at once on the whole Sun (about half face us), their life (hours), temperature
-#: (log T), emission measure relative to the quiet corona and footprint (radii²: ~3 Mm across).
+#: (log T), emission measure relative to the quiet corona and footprint (radii²: ~3 Mm across).  The
+#: emission measure: a few times the quiet Sun; at 5-40 each was a one-pixel spike at 640 px that came
+#: and went between frames hours apart.
 BRIGHT_POINTS, BRIGHT_POINT_HOURS = 800, (4.0, 20.0)
-BRIGHT_POINT_LOGT, BRIGHT_POINT_EM, BRIGHT_POINT_AREA = (6.05, 6.25), (5.0, 40.0), 5e-5
+BRIGHT_POINT_LOGT, BRIGHT_POINT_EM, BRIGHT_POINT_AREA = (6.05, 6.25), (2.0, 10.0), 5e-5
 
 
 def bright_points(rng, days: float) -> dict:
@@ -591,6 +610,9 @@ def filament_points(sheets: dict, day: float, b0: float):
 STREAMERS, STREAMER_LAT, STREAMER_WIDTH = 6, 35.0, (8.0, 25.0)
 #: Plumes per polar hole, their spread about the pole and width in position angle (deg), period (hours).
 PLUMES, PLUME_SPREAD, PLUME_WIDTH, PLUME_HOURS = 10, 20.0, (1.0, 3.0), (6.0, 30.0)
+#: The far corona's floor under the streamers, as a share of the position-angle base: 0.45 keeps the
+#: median at 1.25-1.30 R near the real one whichever streamers are at the limb (0.3: 0.57 of it on some dates).
+FAR_BASE = 0.45
 
 
 def corona_shapes(rng) -> dict:
@@ -620,7 +642,7 @@ def corona_pattern(shapes: dict, pa, day: float):
                                                                         + shapes["plume_phase"])))
     plumes = flicker @ np.exp(-0.5 * (_wrap(pa - shapes["plume_pa"][:, None]) / shapes["plume_width"][:, None]) ** 2)
     base = POLAR_FLOOR + (1 - POLAR_FLOOR) * np.sin(np.radians(pa[0])) ** 2
-    return base + 0.5 * streamers + 0.4 * plumes, 0.3 * base + 1.5 * streamers + 0.8 * plumes
+    return base + 0.5 * streamers + 0.4 * plumes, FAR_BASE * base + 1.5 * streamers + 0.8 * plumes
 
 
 #: Ring of position angles a frame evaluates the pattern on (deg): a quarter of the narrowest plume's
@@ -629,14 +651,14 @@ _PATTERN_PA = np.arange(-180.0, 180.0, 0.25)
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 46
 class SunScene:
-    "The synthetic Sun of one archive: textures, active regions and flares drawn once from `seed`."
+    "The synthetic Sun of one archive: hole map, active regions and flares drawn once from `seed`."
 
     def __init__(self, seed: int = 0, start="2024-03-18", days: float = 2.0):
         self.seed = int(seed)
         self.t0 = unix_seconds(as_day(start))
         self.days = float(days)
         rng = np.random.default_rng([self.seed, 0x50, 1])
-        self.texture = _surface_texture(rng)
+        self.holes = _hole_map(rng)
         self.regions = _active_regions(rng, self.days)
         self.flares = _flares(rng, self.days, self.regions)
         fine = np.random.default_rng([self.seed, 0x50, 2])      # its own stream: regions and flares stay as drawn
@@ -644,7 +666,8 @@ class SunScene:
         self.filaments = filaments(fine)
         self.corona_shapes = corona_shapes(fine)
         self._loops = {}                                         # region index -> (region, its loops), drawn on demand
-        self._levels = {}                                        # smoothed textures for coarse pixels
+        self._levels = {}                                        # smoothed hole maps for coarse pixels
+        self._keyframes = collections.OrderedDict()              # evolving fields' keyframes in use
 
     def day(self, when) -> float:
         "Days since the archive start of `when` (unix seconds or any time)."
@@ -679,8 +702,8 @@ class SunScene:
 _RHO = np.linspace(0.0, 3.0, 6001)
 _LANE_MEAN = LANE_WIDTH / math.sqrt(LANE_WIDTH ** 2 + 2)
 _LANE_STD = math.sqrt(LANE_WIDTH / math.sqrt(LANE_WIDTH ** 2 + 4) - _LANE_MEAN ** 2)
-#: Phase of each band in the fine structure's evolution (deg): hot plasma cools through the bands in turn,
-#: so neighbouring temperatures share structure and distant ones little (the 171/195 correlation ~0.6).
+#: Each band's angle between the two fine-structure fields (deg): hot plasma cools through the bands in
+#: turn, so neighbouring temperatures share structure and distant ones little (the 171/195 correlation ~0.6).
 FINE_PHASE_DEG = {94: 80.0, 131: 10.0, 171: 20.0, 195: 65.0, 284: 90.0, 304: 0.0}
 
 
@@ -744,40 +767,88 @@ def pixel_means(table, rho, radius_px: float) -> np.ndarray:
     return ((_lookup(table, rho + half) - below) / (2 * half)).astype(np.float32)
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 55
-class SunTextures(SunScene):
-    "The heliographic textures of the synthetic Sun, sampled at any (lat, lon) and pixel size."
+#: The evolving heliographic fields and what sets their keyframe spacing: the network, and the slow
+#: and fast parts of the two fine-structure fields every band mixes.
+EVOLVING = ("network", "slow_a", "slow_b", "fast_a", "fast_b")
+#: Keyframes kept (five fields, two in use each, at one or two levels): a 640-px keyframe is 4 MB.
+KEYFRAME_CACHE = 24
+#: Added to a keyframe's index in its seed: seeds are non-negative, keyframes before the start are not.
+_KEY_OFFSET = 1 << 20
 
-    def _sample(self, lat, lon, level: int = 0):
-        """Bilinear sample of the heliographic textures at (lat, lon) degrees, from the copy smoothed to
-        cells of 2**`level` grid cells (so a coarse pixel gets the mean, not one point, of the texture)."""
-        t, deg, _ = self._texture_level(level)
-        fy = (lat + 90.0) / deg
-        fx = ((lon + 180.0) % 360.0) / deg
-        y0 = np.clip(np.floor(fy).astype(np.int64), 0, t.shape[1] - 2)
-        x0 = np.floor(fx).astype(np.int64) % t.shape[2]
-        x1 = (x0 + 1) % t.shape[2]
-        wy, wx = (fy - y0).astype(np.float32), (fx - np.floor(fx)).astype(np.float32)
-        top = t[:, y0, x0] * (1 - wx) + t[:, y0, x1] * wx
-        bottom = t[:, y0 + 1, x0] * (1 - wx) + t[:, y0 + 1, x1] * wx
-        return top * (1 - wy) + bottom * wy
+
+def keyframe_days(name: str) -> float:
+    "Spacing (days) of the keyframes of the evolving field `name` (one of `EVOLVING`)."
+    return {"network": NETWORK_DAYS, "slow_a": FINE_DAYS, "slow_b": FINE_DAYS,
+            "fast_a": FINE_HOURS / 24.0, "fast_b": FINE_HOURS / 24.0}[name]
+
+
+def _coarsen(grid: np.ndarray, level: int) -> np.ndarray:
+    """`grid` (..., lat, lon) smoothed over 2**`level` cells and subsampled: separable, latitude first,
+    then only the kept rows in longitude (periodic)."""
+    if not level:
+        return grid
+    step = 2 ** level
+    grid = gaussian_filter1d(grid, 0.5 * step, axis=-2, mode="nearest")[..., ::step, :]
+    return gaussian_filter1d(grid, 0.5 * step, axis=-1, mode="wrap")[..., ::step]
+
+
+def _bilinear(grids: np.ndarray, deg: float, lat, lon) -> np.ndarray:
+    "Bilinear sample of `grids` (k, lat, lon) with cells of `deg` degrees at (lat, lon) degrees: (k, n)."
+    fy = (lat + 90.0) / deg
+    fx = ((lon + 180.0) % 360.0) / deg
+    y0 = np.clip(np.floor(fy).astype(np.int64), 0, grids.shape[1] - 2)
+    x0 = np.floor(fx).astype(np.int64) % grids.shape[2]
+    x1 = (x0 + 1) % grids.shape[2]
+    wy, wx = (fy - y0).astype(np.float32), (fx - np.floor(fx)).astype(np.float32)
+    top = grids[:, y0, x0] * (1 - wx) + grids[:, y0, x1] * wx
+    bottom = grids[:, y0 + 1, x0] * (1 - wx) + grids[:, y0 + 1, x1] * wx
+    return top * (1 - wy) + bottom * wy
+
+
+class SunTextures(SunScene):
+    "The heliographic textures of the synthetic Sun: evolving fields and the hole map, at any pixel size."
+
+    def _keyframe(self, name: str, index: int, level: int = 0) -> np.ndarray:
+        """Keyframe `index` of the evolving field `name` at `level` (float32, unit variance at level 0):
+        drawn from (seed, field, index) alone, so a frame never depends on what was rendered before."""
+        key = (name, int(index), level)
+        field = self._keyframes.get(key)
+        if field is not None:
+            self._keyframes.move_to_end(key)
+            return field
+        if level:
+            field = _coarsen(self._keyframe(name, index, 0), level)
+        else:
+            rng = np.random.default_rng([self.seed, 0x50, 3, EVOLVING.index(name), int(index) + _KEY_OFFSET])
+            field = (_smooth_field(rng, texture_shape(), NETWORK_DEG / TEXTURE_DEG) if name == "network" else
+                     _power_law_field(rng, texture_shape(), FINE_SLOPE, FINE_OUTER_DEG / TEXTURE_DEG))
+        self._keyframes[key] = field = np.ascontiguousarray(field, np.float32)
+        while len(self._keyframes) > KEYFRAME_CACHE:
+            self._keyframes.popitem(last=False)
+        return field
+
+    def field(self, name: str, day: float, level: int = 0) -> np.ndarray:
+        """The evolving field `name` on `day`: cos/sin blend of the keyframes either side, so its variance
+        holds at every moment and its correlation falls steadily, to none two spacings apart."""
+        t = day / keyframe_days(name)
+        index = math.floor(t)
+        angle = 0.5 * math.pi * (t - index)
+        return (math.cos(angle) * self._keyframe(name, index, level)
+                + math.sin(angle) * self._keyframe(name, index + 1, level))
 
     def _texture_level(self, level: int):
-        """The textures smoothed over 2**`level` cells and subsampled, their cell size in degrees and
-        their statistics (cached): the fine structure's variance, the lanes' mean and variance (relative
-        to full resolution), so that smoothing keeps every band's mean radiance."""
+        """The hole map at `level` (2**`level` cells, subsampled), its cell size in degrees and the
+        statistics of the fields smoothed as much (cached): the fine structure's variance, the lanes'
+        mean and variance (relative to full resolution), so that smoothing keeps every band's mean."""
         if level not in self._levels:
-            step = 2 ** level
-            smooth = self.texture
-            if level:   # separable: filter latitude, keep every step-th row, then filter only those in longitude
-                smooth = gaussian_filter1d(smooth, 0.5 * step, axis=1, mode="nearest")[:, ::step]
-                smooth = gaussian_filter1d(smooth, 0.5 * step, axis=2, mode="wrap")[:, :, ::step]
-            lanes = np.exp(-(smooth[0] / LANE_WIDTH) ** 2)
-            stats = dict(fine_var=float(smooth[2:4].var()), lane_mean=float(lanes.mean()),
+            lanes = np.exp(-(self._keyframe("network", 0, level) / LANE_WIDTH) ** 2)
+            stats = dict(fine_var=float(self._keyframe("slow_a", 0, level).var()), lane_mean=float(lanes.mean()),
                          lane_var=float(lanes.var()) / _LANE_STD ** 2)
-            self._levels[level] = (np.ascontiguousarray(smooth), TEXTURE_DEG * step, stats)
+            self._levels[level] = (np.ascontiguousarray(_coarsen(self.holes, level)), TEXTURE_DEG * 2 ** level, stats)
         return self._levels[level]
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 57
+
+# %% ../nbs/suvi_fill/12_sun.ipynb 59
 @numba.njit(cache=True, nogil=True)
 def _blob_kernel(image, x, y, rho2, centre, spec):
     """Add each structure of `spec` (m, 5 + bands: px, py, pz, sigma, sigma_px, amplitudes) to `image`,
@@ -832,7 +903,7 @@ def draw_blobs(image, blobs, geometry: Geometry, scale: float, b0: float, x, y, 
     spec = np.column_stack([px, py, pz, sigma_eff, sigma_eff * scale, amps])[keep]
     _blob_kernel(image, x, y, rho2, np.column_stack([row, col])[keep], np.ascontiguousarray(spec))
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 58
+# %% ../nbs/suvi_fill/12_sun.ipynb 60
 class SunSurface(SunTextures):
     "The quiet-Sun layers of the synthetic Sun and the structure painter regions and flares use."
 
@@ -845,16 +916,19 @@ class SunSurface(SunTextures):
         lon = np.degrees(np.arctan2(xo, z * math.cos(b0) - yo * math.sin(b0)))
         pixel_deg = math.degrees(1.0 / radius_px)
         level = int(np.clip(math.floor(math.log2(max(pixel_deg / TEXTURE_DEG, 1.0))), 0, MAX_TEXTURE_LEVEL))
-        net_a, net_b, fine_a, fine_b, holes = self._sample(lat, lon - rotation_rate(lat) * day, level)
-        phase = 2 * math.pi * day / (4 * NETWORK_DAYS)
-        stats = self._texture_level(level)[2]
-        lanes = np.exp(-((math.cos(phase) * net_a + math.sin(phase) * net_b) / LANE_WIDTH) ** 2)
-        lanes = (lanes - stats["lane_mean"]) / _LANE_STD
+        hole_map, deg, stats = self._texture_level(level)
+        slow, fast = math.sqrt(1.0 - FINE_FAST_SHARE), math.sqrt(FINE_FAST_SHARE)
+        grids = np.stack([self.field("network", day, level),
+                          slow * self.field("slow_a", day, level) + fast * self.field("fast_a", day, level),
+                          slow * self.field("slow_b", day, level) + fast * self.field("fast_b", day, level),
+                          hole_map])
+        network, fine_a, fine_b, holes = _bilinear(grids, deg, lat, lon - rotation_rate(lat) * day)
+        lanes = (np.exp(-(network / LANE_WIDTH) ** 2) - stats["lane_mean"]) / _LANE_STD
         limb = pixel_means(_profile_table()[:len(WAVELENGTHS)], rho[on], radius_px)
         for i, band in enumerate(WAVELENGTHS):
-            psi = 2 * math.pi * day * 24.0 / (4 * FINE_HOURS) + math.radians(FINE_PHASE_DEG[band])
+            angle = math.radians(FINE_PHASE_DEG[band])
             c, f = NETWORK_CONTRAST[band], FINE_CONTRAST[band]
-            texture = np.exp(c * lanes + f * (math.cos(psi) * fine_a + math.sin(psi) * fine_b)
+            texture = np.exp(c * lanes + f * (math.cos(angle) * fine_a + math.sin(angle) * fine_b)
                              - 0.5 * (c * c * stats["lane_var"] + f * f * stats["fine_var"]))
             image[i][on] = (QUIET_RADIANCE[band] * limb[i]
                             * texture * (1 - HOLE_DEPTH[band] * holes))
@@ -874,7 +948,7 @@ class SunSurface(SunTextures):
         "Queue a Gaussian structure at (lat, lon, height) of radius `sigma` (solar radii); `draw_blobs` draws the frame's queue."
         self._blobs.append((lat, lon, height, sigma, *np.asarray(amps, np.float64)))
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 60
+# %% ../nbs/suvi_fill/12_sun.ipynb 62
 def draw_filaments(image, sheets: dict, geometry: Geometry, radius_px: float, b0: float, day: float) -> None:
     "Filaments: absorb what lies under them on the disk; above the limb, prominences glow in 304."
     points, area = filament_points(sheets, day, b0)
@@ -888,12 +962,12 @@ def draw_filaments(image, sheets: dict, geometry: Geometry, radius_px: float, b0
     glow = area[:, None] * np.array([PROMINENCE_LEVEL[b] * QUIET_RADIANCE[b] for b in WAVELENGTHS])[None]
     splat(image, points, glow, geometry, radius_px, visible=beyond)
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 61
+# %% ../nbs/suvi_fill/12_sun.ipynb 63
 #: What `SunModel.render` can draw: the quiet disk (with bright points), filaments and prominences,
 #: the off-limb corona, active regions (diffuse envelope, core and plage), their loops, and flares.
 COMPONENTS = ("disk", "filaments", "corona", "regions", "loops", "flares")
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 62
+# %% ../nbs/suvi_fill/12_sun.ipynb 64
 @functools.lru_cache(maxsize=1024)
 def _brightness_bands(centre: float, width: float) -> tuple:
     return tuple(relative_brightness(centre, width))
@@ -980,7 +1054,7 @@ class SunModel(SunSurface):
                     self._blob(lat + math.degrees(flare["offset"][1]), lon + math.degrees(flare["offset"][0]),
                                FLARE_HEIGHT, 0.012, amps)
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 67
+# %% ../nbs/suvi_fill/12_sun.ipynb 69
 #: Pointing model: bias, diurnal amplitude and jitter of the disk centre (arcsec), and of the roll (deg).
 POINTING_BIAS_ARCSEC, POINTING_DIURNAL_ARCSEC, POINTING_JITTER_ARCSEC = 8.0, 4.0, 0.5
 ROLL_BIAS_DEG, ROLL_DIURNAL_DEG = 0.15, 0.03
@@ -988,7 +1062,7 @@ ROLL_BIAS_DEG, ROLL_DIURNAL_DEG = 0.15, 0.03
 GAIN_SIGMA = {16: 0.03, 18: 0.06}
 OFFSET_FRACTION = 0.003
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 68
+# %% ../nbs/suvi_fill/12_sun.ipynb 70
 class Instrument:
     "Calibration and pointing of the SUVIs on `satellites`, drawn from `seed`."
 
@@ -1043,7 +1117,7 @@ class Instrument:
                 "offset": dict(zip(bands, (self.offset[b] - self.gain[b] / self.gain[a] * self.offset[a]).tolist()))}
         return out
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 71
+# %% ../nbs/suvi_fill/12_sun.ipynb 73
 #: Default first day: inside the March eclipse season, so a short archive shows eclipses.
 DEFAULT_START = "2024-03-18"
 #: Default resolution: small enough that CI writes two days of both satellites in seconds.
@@ -1057,7 +1131,7 @@ def archive_path(root, band: int, satellite: int, slot: int) -> Path:
     return (Path(root) / f"goes{satellite}" / "l2" / "data" / f"suvi-l2-ci{band:03d}" / day[:4] / day[5:7]
             / day[8:10] / l2_name(band, satellite, slot))
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 72
+# %% ../nbs/suvi_fill/12_sun.ipynb 74
 def _synth_span(out, resolution, satellites, days, hours) -> tuple:
     "`(satellites, span_days, n_slots)` of a synth request; `OptionError` naming the flag that cannot be used."
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -1074,7 +1148,7 @@ def _synth_span(out, resolution, satellites, days, hours) -> tuple:
         raise OptionError(f"--days/--hours give no 4-minute slot ({span_days} days)")
     return satellites, span_days, n_slots
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 73
+# %% ../nbs/suvi_fill/12_sun.ipynb 75
 def _band_data(code, observed, i, resolution) -> np.ndarray:
     "The image a band file of outage `code` holds: the sentinel fill, zeros (EMPTY), or the observation."
     if code == SENTINEL_RUN:
@@ -1083,7 +1157,7 @@ def _band_data(code, observed, i, resolution) -> np.ndarray:
         return np.zeros((resolution, resolution), np.float32)
     return observed[i]
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 74
+# %% ../nbs/suvi_fill/12_sun.ipynb 76
 def _write_frame(staging, sun, instrument, slot, sat, codes, degraded, resolution, made_dirs) -> None:
     "Write the band files one satellite's frame of `slot` has (`codes`: one outage code per band)."
     geometry = instrument.geometry(slot, sat, resolution)
@@ -1108,7 +1182,7 @@ def _write_frame(staging, sun, instrument, slot, sat, codes, degraded, resolutio
             made_dirs.add(path.parent)
         write_l2(path, data, values, durable=False)
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 75
+# %% ../nbs/suvi_fill/12_sun.ipynb 77
 def _write_truth(staging, summary, status, degraded, first, satellites) -> None:
     "`synth_truth.json` and `synth_outages.npz` into the staging directory."
     atomic_write_json(staging / TRUTH_NAME, summary)
@@ -1117,7 +1191,7 @@ def _write_truth(staging, summary, status, degraded, first, satellites) -> None:
                             satellites=np.array(satellites), bands=np.array(WAVELENGTHS),
                             names=np.array(OUTAGE_NAMES))
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 77
+# %% ../nbs/suvi_fill/12_sun.ipynb 79
 def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, seed: int = 0,
                start=DEFAULT_START, satellites=SATELLITES, hours: float | None = None,
                rates: OutageRates = OutageRates(), progress: bool = True) -> dict:
@@ -1165,7 +1239,7 @@ def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, see
         raise
     return summary
 
-# %% ../nbs/suvi_fill/12_sun.ipynb 82
+# %% ../nbs/suvi_fill/12_sun.ipynb 84
 def synth_command(parser: argparse.ArgumentParser):
     "`suvi-fill synth`: write a synthetic SUVI L2 archive (see `synthesize`)."
     parser.add_argument("--out", required=True, help="new directory for the archive")
