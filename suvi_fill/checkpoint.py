@@ -97,8 +97,8 @@ def read(path, device="cpu") -> Checkpoint:
     args = state["args"]
     net = state.get("net") or ({k: type(v)(args.get(k, v)) for k, v in NET_DEFAULTS.items()}
                                # the seed's flags have no plain_heads: its heads read no conditioning
-                               # and give no signed weights, nor read the kept bands' change
-                               | dict.fromkeys(("conditioned", "signed", "crossband"), not args.get("plain_heads", True)))
+                               # and give no signed weights
+                               | dict.fromkeys(("conditioned", "signed"), not args.get("plain_heads", True)))
     ladder, layout = args.get("offsets", ()), args.get("cond_layout")
     return Checkpoint(model=state["model"], net=dict(net), ladder=tuple(int(o) for o in ladder),
                       cond_layout=None if layout is None else tuple(layout), optimiser=state.get("optimiser"),

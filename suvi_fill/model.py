@@ -23,8 +23,8 @@ __all__ = ['DT', 'LOG_ABS_DT', 'PRIOR_TAU_SECONDS', 'CROSS_SATELLITE_PRIOR', 'SI
            'FLOW_RADIUS', 'MATCH_CHANNELS', 'ATTENTION_HEADS', 'HEAD_FRAME_PLANES', 'HEAD_SAMPLE_PLANES', 'holds',
            'prior_logits', 'masked_blend', 'band_prior_logits', 'prior_blend', 'ConvBlock', 'set_pool', 'masked_median',
            'warp', 'FrameAttention', 'cost_volume', 'input_channels', 'encoder_layers', 'nearest_distance',
-           'head_conditioning', 'signed_sum', 'band_changes', 'decoder_layers', 'flow_layers', 'frame_inputs',
-           'encode_frames', 'decode', 'flow_warp', 'blend_output', 'check_shapes', 'FillNet', 'build', 'load_learned']
+           'head_conditioning', 'signed_sum', 'decoder_layers', 'flow_layers', 'frame_inputs', 'encode_frames',
+           'decode', 'flow_warp', 'blend_output', 'check_shapes', 'FillNet', 'build', 'load_learned']
 
 # %% ../nbs/suvi_fill/32_model.ipynb 4
 #: Index of the signed time channel (+ for frames before the target), which the side weights read.
@@ -296,29 +296,13 @@ def signed_sum(candidates: torch.Tensor, weights: torch.Tensor, mask: torch.Tens
     return torch.where(m, weights * candidates.float(), zero).sum(1)
 
 
-# %% ../nbs/suvi_fill/32_model.ipynb 47
-def band_changes(candidates: torch.Tensor, condition: torch.Tensor, mask: torch.Tensor,
-                 target: torch.Tensor) -> torch.Tensor:
-    """(B, BANDS, H, W): per band the target frame holds, its value minus the prior blend of the other
-    frames holding the band; 0 for the bands it lost or no other frame holds.  `candidates`
-    (B, T, BANDS, H, W), `mask` (B, T, BANDS) from `holds`, `target` (B, T) bool."""
-    own = mask & target[..., None]
-    others = mask & ~target[..., None]
-    zero = torch.zeros((), dtype=torch.float32, device=candidates.device)
-    own_bands = torch.where(own[..., None, None], candidates.float(), zero).sum(1)
-    rest = masked_blend(candidates, band_prior_logits(condition, others)[..., None, None], others)
-    both = (own.any(1) & others.any(1))[..., None, None]
-    return torch.where(both, own_bands - rest, zero)
-
-# %% ../nbs/suvi_fill/32_model.ipynb 49
-def decoder_layers(widths: list, conditioned: bool = False, signed: bool = False, crossband: bool = False) -> dict:
+# %% ../nbs/suvi_fill/32_model.ipynb 46
+def decoder_layers(widths: list, conditioned: bool = False, signed: bool = False) -> dict:
     """`bottom` and `fuse` (the set-pooled decoder), `weight_head` and `residual_head` (last layers zero).
     `conditioned`: the heads also read `head_conditioning`'s planes (`HEAD_FRAME_PLANES`, `HEAD_SAMPLE_PLANES`);
-    `signed`: the weight head also gives the signed weights (`signed_sum`), `BANDS` more outputs;
-    `crossband`: the residual head also reads `band_changes`, `BANDS` more inputs."""
+    `signed`: the weight head also gives the signed weights (`signed_sum`), `BANDS` more outputs."""
     first, last = widths[0], widths[-1]
     frame_extra, sample_extra = (HEAD_FRAME_PLANES, HEAD_SAMPLE_PLANES) if conditioned else (0, 0)
-    sample_extra += BANDS if crossband else 0
     return dict(
         bottom=ConvBlock(3 * last, last),
         fuse=nn.ModuleList(ConvBlock(widths[l + 1] + 3 * widths[l], widths[l]) for l in reversed(range(len(widths) - 1))),
@@ -327,7 +311,7 @@ def decoder_layers(widths: list, conditioned: bool = False, signed: bool = False
         residual_head=nn.Sequential(nn.Conv2d(first + 4 * BANDS + sample_extra, first, 3, padding=1), nn.SiLU(),
                                     _zero(nn.Conv2d(first, BANDS, 3, padding=1))))
 
-# %% ../nbs/suvi_fill/32_model.ipynb 51
+# %% ../nbs/suvi_fill/32_model.ipynb 48
 def flow_layers(widths: list) -> dict:
     "`match` (the cost volume's projection) and `flow_head` (last layer zero) at the coarsest level."
     cells, last = (2 * FLOW_RADIUS + 1) ** 2, widths[-1]
@@ -335,7 +319,7 @@ def flow_layers(widths: list) -> dict:
                 flow_head=nn.Sequential(nn.Conv2d(cells + last, last, 3, padding=1), nn.SiLU(),
                                         _zero(nn.Conv2d(last, 2, 3, padding=1))))
 
-# %% ../nbs/suvi_fill/32_model.ipynb 54
+# %% ../nbs/suvi_fill/32_model.ipynb 51
 def frame_inputs(aligned: torch.Tensor, condition: torch.Tensor, mask: torch.Tensor, coverage, relative: bool) -> tuple:
     """`(x, candidates)`: every frame's input planes (B*T, C, H, W) and the candidates (B, T, BANDS, H, W),
     zero where `mask` (`holds`) is False; `coverage` (B, T, H, W) or None (all ones)."""
@@ -354,7 +338,7 @@ def frame_inputs(aligned: torch.Tensor, condition: torch.Tensor, mask: torch.Ten
         inputs.append(candidates)
     return torch.cat(inputs, dim=2).reshape(b * t, -1, h, w), candidates
 
-# %% ../nbs/suvi_fill/32_model.ipynb 56
+# %% ../nbs/suvi_fill/32_model.ipynb 53
 def encode_frames(net: nn.Module, x: torch.Tensor, b: int, t: int, valid: torch.Tensor) -> tuple:
     """`(levels, frames)`: the encoder's features per level, (B*T, C, h, w) and as (B, T, C, h, w),
     the coarsest mixed across frames when the net has attention."""
@@ -366,7 +350,7 @@ def encode_frames(net: nn.Module, x: torch.Tensor, b: int, t: int, valid: torch.
         frames[-1] = net.mixer(frames[-1], valid)
     return levels, frames
 
-# %% ../nbs/suvi_fill/32_model.ipynb 58
+# %% ../nbs/suvi_fill/32_model.ipynb 55
 def decode(net: nn.Module, frames: list, valid: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     "The fused features `d` (B, base, H/2, W/2): set-pooled from the coarsest level up, with skips."
     d = net.bottom(set_pool(frames[-1], valid, target))
@@ -375,7 +359,7 @@ def decode(net: nn.Module, frames: list, valid: torch.Tensor, target: torch.Tens
         d = block(torch.cat([_resize(d, skip.shape[-2:]).to(skip.dtype), skip], dim=1))
     return d
 
-# %% ../nbs/suvi_fill/32_model.ipynb 59
+# %% ../nbs/suvi_fill/32_model.ipynb 56
 def flow_warp(net: nn.Module, coarsest: torch.Tensor, candidates: torch.Tensor, valid: torch.Tensor,
               target: torch.Tensor) -> torch.Tensor:
     """`candidates` (B, T, BANDS, H, W) warped by the flow the net reads off a cost volume between
@@ -390,12 +374,12 @@ def flow_warp(net: nn.Module, coarsest: torch.Tensor, candidates: torch.Tensor, 
     flow = net.flow_head(torch.cat([costs.to(coarse.dtype), coarse], 1))
     return warp(candidates.reshape(b * t, BANDS, h, w), _resize(flow.float(), (h, w))).reshape(b, t, BANDS, h, w)
 
-# %% ../nbs/suvi_fill/32_model.ipynb 60
+# %% ../nbs/suvi_fill/32_model.ipynb 57
 def blend_output(net: nn.Module, first_level: torch.Tensor, d: torch.Tensor, candidates: torch.Tensor,
                  aligned: torch.Tensor, condition: torch.Tensor, mask: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """(B, BANDS, H, W): the masked softmax blend of `candidates` under the prior logits plus the
     weight head's correction (and, `signed`, its zero-sum signed weights), plus the residual head's
-    output (all exactly 0 untrained); `crossband`: the residual head also reads `band_changes`."""
+    output (all exactly 0 untrained)."""
     b, t, _, h, w = candidates.shape
     zero = torch.zeros((), device=aligned.device)
     broadcast = d[:, None].expand(b, t, *d.shape[1:]).reshape(b * t, *d.shape[1:])
@@ -415,12 +399,10 @@ def blend_output(net: nn.Module, first_level: torch.Tensor, d: torch.Tensor, can
     context = [_resize(d, (h, w)), blended, held, own_bands, own.any(1).float().expand(-1, -1, h, w)]
     if net.conditioned:
         context.append(sample_rows[..., None, None].expand(-1, -1, h, w))
-    if net.crossband:
-        context.append(band_changes(candidates, condition, mask, target))
     residual = net.residual_head(torch.cat([c.to(d.dtype) for c in context], 1))
     return blended + residual.float()
 
-# %% ../nbs/suvi_fill/32_model.ipynb 61
+# %% ../nbs/suvi_fill/32_model.ipynb 58
 def check_shapes(aligned: torch.Tensor, condition: torch.Tensor, present: torch.Tensor) -> None:
     "`OptionError` (a ValueError) naming the three shapes when they do not make one batch of stacks."
     b, t, bands, h, w = aligned.shape
@@ -430,7 +412,7 @@ def check_shapes(aligned: torch.Tensor, condition: torch.Tensor, present: torch.
                           f"present {tuple(present.shape)} do not match (B, T, {BANDS}, H, W), "
                           f"(B, T, {len(COND_LAYOUT)}), (B, T, {BANDS})")
 
-# %% ../nbs/suvi_fill/32_model.ipynb 63
+# %% ../nbs/suvi_fill/32_model.ipynb 60
 class FillNet(nn.Module):
     """`forward(aligned, condition, present, coverage=None)` -> (B, BANDS, H, W) asinh-coded bands.
 
@@ -440,25 +422,24 @@ class FillNet(nn.Module):
     pixel's source lay behind the limb), an input feature (default all ones).
     Untrained: exactly `prior_blend(aligned, condition, present)`.  `conditioned`: the heads read the
     conditioning directly (`head_conditioning`); `signed`: zero-sum signed frame weights beside the blend
-    (`signed_sum`); `crossband`: the residual head reads how the kept bands changed (`band_changes`).
-    All three are the trainer's default and off in the seed's net.
+    (`signed_sum`).  Both are the trainer's default and off in the seed's net.
     """
     def __init__(self, base: int = 32, depth: int = 3, relative: bool = False,
                  corr_flow: bool = False, attention: bool = False, conditioned: bool = False,
-                 signed: bool = False, crossband: bool = False):
+                 signed: bool = False):
         super().__init__()
         if depth < 1 or base < 1:
             raise OptionError(f"build: depth and base must be >= 1 (got depth={depth}, base={base})")
         self.config = dict(base=base, depth=depth, relative=relative, corr_flow=corr_flow,
-                           attention=attention, conditioned=conditioned, signed=signed, crossband=crossband)
+                           attention=attention, conditioned=conditioned, signed=signed)
         self.relative, self.corr_flow, self.attention = relative, corr_flow, attention
-        self.conditioned, self.signed, self.crossband = conditioned, signed, crossband
+        self.conditioned, self.signed = conditioned, signed
         #: The span ladder the net was trained with (set from its checkpoint by `load_learned`; () untrained).
         self.offsets = ()
         widths = [base * 2**level for level in range(depth)]
         layers = encoder_layers(input_channels(relative), widths)
         layers["mixer"] = FrameAttention(widths[-1]) if attention else None
-        layers |= decoder_layers(widths, conditioned, signed, crossband) | (flow_layers(widths) if corr_flow else {})
+        layers |= decoder_layers(widths, conditioned, signed) | (flow_layers(widths) if corr_flow else {})
         for name, layer in layers.items():
             setattr(self, name, layer)
 
@@ -479,12 +460,12 @@ class FillNet(nn.Module):
 
 def build(base: int = 32, depth: int = 3, relative: bool = False, corr_flow: bool = False,
           attention: bool = False, conditioned: bool = False,
-          signed: bool = False, crossband: bool = False) -> FillNet:
+          signed: bool = False) -> FillNet:
     "The filler network (untrained: the prior blend).  See `FillNet`."
     return FillNet(base=base, depth=depth, relative=relative, corr_flow=corr_flow, attention=attention,
-                   conditioned=conditioned, signed=signed, crossband=crossband)
+                   conditioned=conditioned, signed=signed)
 
-# %% ../nbs/suvi_fill/32_model.ipynb 65
+# %% ../nbs/suvi_fill/32_model.ipynb 62
 def load_learned(path, device="cpu") -> FillNet:
     """Load a trainer checkpoint (`suvi_fill.checkpoint`, either schema) into an eval-mode `FillNet` on `device`.
 

@@ -228,10 +228,9 @@ def evaluate_checkpoint(config: TrainConfig, val_loader, val_size: int, device) 
 # %% ../nbs/suvi_fill/41_train.ipynb 23
 def net_config(config: TrainConfig) -> dict:
     """The `model.build` arguments of the net `config` trains: its size and variants; the heads read the
-    conditioning, give signed weights and read the kept bands' change unless `plain_heads` (the seed's net)."""
+    conditioning and give signed weights unless `plain_heads` (the seed's net)."""
     return dict(base=config.base, depth=config.depth, relative=config.relative, corr_flow=config.corr_flow,
-                attention=config.attention, conditioned=not config.plain_heads, signed=not config.plain_heads,
-                crossband=not config.plain_heads)
+                attention=config.attention, conditioned=not config.plain_heads, signed=not config.plain_heads)
 
 
 # %% ../nbs/suvi_fill/41_train.ipynb 25

@@ -27,8 +27,7 @@ def trained(tmp_path_factory):
 
 def test_load_learned_reads_the_trainer_checkpoints(trained):
     net = model.load_learned(trained / "run" / "last.pt")
-    assert net.config == dict(base=8, depth=2, relative=True, corr_flow=False, attention=True, conditioned=True, signed=True,
-                              crossband=True)
+    assert net.config == dict(base=8, depth=2, relative=True, corr_flow=False, attention=True, conditioned=True, signed=True)
     assert net.offsets == samples.OFFSETS and not net.training
     state = torch.load(trained / "run" / "last.pt", weights_only=True)
     assert all(torch.equal(net.state_dict()[k], v) for k, v in state["model"].items())
@@ -67,6 +66,5 @@ def test_load_learned_reads_a_checkpoint_written_the_old_way(trained, tmp_path):
     del state["net"], state["version"]
     torch.save(state, tmp_path / "seed_way.pt")
     net = model.load_learned(tmp_path / "seed_way.pt")
-    assert net.config == dict(base=8, depth=2, relative=True, corr_flow=False, attention=True, conditioned=True, signed=True,
-                              crossband=True)
+    assert net.config == dict(base=8, depth=2, relative=True, corr_flow=False, attention=True, conditioned=True, signed=True)
     assert net.offsets == samples.OFFSETS
