@@ -48,14 +48,16 @@ def _demo_rates():
 
 # %% ../nbs/suvi_fill/90_demo.ipynb 5
 def _archive_matches(archive: Path, days: float, resolution: int, seed: int) -> bool:
+    "The archive in `archive` was drawn with these settings by this simulator code (`sun.simulator_digest`)."
     import dataclasses
+    from suvi_fill import sun
     try:
         truth = json.loads((archive / "synth_truth.json").read_text())
     except (OSError, ValueError):
         return False
     rates = json.loads(json.dumps(dataclasses.asdict(_demo_rates())))     # tuples as the JSON holds them
-    return ((truth.get("seed"), float(truth.get("days", -1)), truth.get("resolution"), truth.get("rates"))
-            == (seed, float(days), resolution, rates))
+    return ((truth.get("seed"), float(truth.get("days", -1)), truth.get("resolution"), truth.get("rates"),
+             truth.get("simulator")) == (seed, float(days), resolution, rates, sun.simulator_digest()))
 
 # %% ../nbs/suvi_fill/90_demo.ipynb 6
 def _corpus_matches(shards: Path, archive: Path, resolution: int, span_min: int, stretch: int) -> bool:
@@ -77,7 +79,8 @@ def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESO
     from suvi_fill import availability, ingest, sun
     out = Path(out)
     archive, shards = out / "archive", out / "shards"
-    if _archive_matches(archive, days, resolution, seed):
+    drawn = not _archive_matches(archive, days, resolution, seed)
+    if not drawn:
         print(f"[synth] reusing the archive in {archive}")
     else:
         if archive.exists() and (archive / "synth_truth.json").exists():
@@ -85,7 +88,7 @@ def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESO
         summary = sun.synthesize(archive, days=days, resolution=resolution, seed=seed, rates=_demo_rates(),
                                  progress=progress)
         print(f"[synth] wrote {summary['files']} files to {archive}")
-    if _corpus_matches(shards, archive, resolution, DEMO_SPAN_MIN, DEMO_STRETCH):
+    if not drawn and _corpus_matches(shards, archive, resolution, DEMO_SPAN_MIN, DEMO_STRETCH):   # a new archive: new shards
         print(f"[build] corpus in {shards} is up to date")
     else:
         report = ingest.build(archive, shards, resolution=resolution, progress=progress, span_min=DEMO_SPAN_MIN,

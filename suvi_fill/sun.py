@@ -41,7 +41,7 @@ __all__ = ['RESPONSE_LINES', 'QUIET_RADIANCE', 'QUIET_DEM', 'LIMB_THICKNESS', 'O
            'local_frame', 'loop_points', 'splat', 'bright_points', 'bright_point_sources', 'filaments',
            'filament_points', 'corona_shapes', 'corona_pattern', 'SunScene', 'pixel_mean', 'pixel_means',
            'keyframe_days', 'SunTextures', 'draw_blobs', 'SunSurface', 'draw_filaments', 'SunModel', 'Instrument',
-           'archive_path', 'synthesize', 'synth_command']
+           'simulator_digest', 'archive_path', 'synthesize', 'synth_command']
 
 # %% ../nbs/suvi_fill/12_sun.ipynb 3
 from suvi_fill.fits import SENTINEL_VALUE, l2_header_values, l2_name, write_l2, world_from_pixel
@@ -1125,6 +1125,15 @@ DEFAULT_RESOLUTION = 64
 TRUTH_NAME, OUTAGES_NAME = "synth_truth.json", "outages.npz"
 
 
+def simulator_digest() -> str:
+    """SHA-256 (16 hex digits) of the simulator's code, this module: an archive records which Sun drew it,
+    so a cached archive drawn by other code is not taken for this one's."""
+    import hashlib
+    import importlib.util
+    code = Path(importlib.util.find_spec("suvi_fill.sun").origin).read_bytes()   # also from this notebook
+    return hashlib.sha256(code).hexdigest()[:16]
+
+
 def archive_path(root, band: int, satellite: int, slot: int) -> Path:
     "Where the composite of (band, satellite, slot) lives under archive `root` (the NCEI layout)."
     day = day_of_slot(slot)
@@ -1221,7 +1230,8 @@ def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, see
                     _write_frame(staging, sun, instrument, first + k, sat, status[k, s], degraded[k, s],
                                  resolution, made_dirs)
         summary = {
-            "seed": int(seed), "start": as_day(start).isoformat(), "first_slot": int(first), "slots": n_slots,
+            "seed": int(seed), "simulator": simulator_digest(), "start": as_day(start).isoformat(),
+            "first_slot": int(first), "slots": n_slots,
             "days": span_days, "resolution": resolution, "cdelt_arcsec": FIELD_OF_VIEW_ARCSEC / resolution,
             "satellites": list(satellites), "bands": list(WAVELENGTHS),
             "files": sum(1 for _ in staging.rglob("*.fits")), "band_frames": {k: v for k, v in counts.items()},

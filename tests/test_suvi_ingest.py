@@ -10,7 +10,7 @@ import pytest
 from astropy.io import fits as afits
 
 from conftest import ROOT, run, tool
-from suvi_fill import dataset, fits, ingest, paths, segments
+from suvi_fill import dataset, fits, ingest, paths, segments, sun
 
 FIXTURE = (ROOT / "tests/data/suvi" /
            "dr_suvi-l2-ci195_g16_s20190403T093200Z_e20190403T093600Z_v1-0-0_rebinned.header")
@@ -246,3 +246,12 @@ def test_demo_runs_the_corpus_stages_idempotently(tmp_path):
     assert "[synth] reusing" in second.stdout and "is up to date" in second.stdout
     digest = [line for line in first.stdout.splitlines() if "manifest " in line]
     assert digest and digest == [line for line in second.stdout.splitlines() if "manifest " in line]
+    # An archive drawn by other simulator code is drawn again, and its corpus built again.
+    truth_path = out / "archive" / "synth_truth.json"
+    truth = json.loads(truth_path.read_text())
+    assert truth["simulator"] == sun.simulator_digest()
+    truth_path.write_text(json.dumps(dict(truth, simulator="0" * 16)))
+    third = run([tool("suvi-fill"), "demo", "--out", str(out), "--until", "corpus", "--quiet"], timeout=1100)
+    assert third.returncode == 0, third.stderr
+    assert "[synth] wrote" in third.stdout and f"[build] {shards} shards" in third.stdout, third.stdout
+    assert json.loads(truth_path.read_text())["simulator"] == truth["simulator"]
