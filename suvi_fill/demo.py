@@ -79,8 +79,8 @@ def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESO
     from suvi_fill import availability, ingest, sun
     out = Path(out)
     archive, shards = out / "archive", out / "shards"
-    drawn = not _archive_matches(archive, days, resolution, seed)
-    if not drawn:
+    kept = _archive_matches(archive, days, resolution, seed)
+    if kept:
         print(f"[synth] reusing the archive in {archive}")
     else:
         if archive.exists() and (archive / "synth_truth.json").exists():
@@ -88,7 +88,7 @@ def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESO
         summary = sun.synthesize(archive, days=days, resolution=resolution, seed=seed, rates=_demo_rates(),
                                  progress=progress)
         print(f"[synth] wrote {summary['files']} files to {archive}")
-    if not drawn and _corpus_matches(shards, archive, resolution, DEMO_SPAN_MIN, DEMO_STRETCH):   # a new archive: new shards
+    if kept and _corpus_matches(shards, archive, resolution, DEMO_SPAN_MIN, DEMO_STRETCH):   # a new archive: new shards
         print(f"[build] corpus in {shards} is up to date")
     else:
         report = ingest.build(archive, shards, resolution=resolution, progress=progress, span_min=DEMO_SPAN_MIN,
