@@ -1,0 +1,198 @@
+"""Where the prior blend's error comes from, gap by gap, and how much of it any filler could win back.
+
+The synthetic archive is drawn from a known Sun, so each bench sample's target can be rendered again
+without noise (`sun.SunModel.render` + the instrument's gain and offset, no shot or read noise).  On the
+bench's own bracketed samples this prints, per gap, display PSNR (the bench's mean over lost
+(sample, band)s):
+
+- `blend`: the untrained net, the prior blend, against the stored target (the bench's figure);
+- `noise floor`: the clean target against the stored one.  The stored target carries its own noise,
+  which no filler can predict: no filler's mean can beat this row;
+- `blend vs clean`: the blend against the clean target, its error without the target's noise;
+- `oracle`: the clean Sun rendered with the *target's* pointing at the two bracketing frames' times
+  (`gap` slots either side) and interpolated linearly in time, against the stored target.  That is a
+  filler with perfect alignment and no noise in its inputs that still cannot know how the Sun changed
+  in between; `oracle vs clean` is the same against the clean target: the Sun's evolution alone.
+
+The oracle holds the pointing still, not the Sun: it does not derotate, so at gaps of hours (64, 300)
+the Sun turns under it and it falls below the blend, which does.  At short gaps, where rotation moves
+the disk by a small fraction of a pixel, `oracle - blend` is what perfect alignment and denoising of
+the neighbours would win; beyond the oracle lies knowing how the Sun changed between the frames.  `clean inputs` is the blend
+of the sample's frames rendered without noise and put through the same build and alignment, against the
+clean target: what is left of the blend's error when no frame has noise.
+
+A second table checks the renderer itself: the same instant rendered with the pointing moved by `dx`
+pixels, display PSNR of the change, beside what moving a smooth image by `dx` costs to first order
+(`|gradient| * dx`).  A render that samples the sky consistently scores about the same in both; one
+that aliases sub-pixel structure changes far more than its shift explains, and no alignment can then
+bring two frames of a still Sun together.
+
+    .venv/bin/python benchmarks/suvi_error_budget.py --shards demo-out/suvi_fill/shards \\
+        --archive demo-out/suvi_fill/archive [--split test] [--per-gap 32]
+
+The archive must be a `suvi-fill synth` archive (its `synth_truth.json` names the seed, start, days
+and resolution); the script checks that re-rendering a sample's kept bands gives back the stored
+target to the shards' float16 precision and stops with a one-line error when it does not.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from suvi_fill import availability, bench, demo, fillers, fits, ingest, model, sun
+from suvi_fill.coding import MSE_FLOOR, band_psnr, encode, to_display
+from suvi_fill.corpus import Corpus
+from suvi_fill.paths import SLOT_SECONDS, WAVELENGTHS
+
+ROWS = ("blend", "noise floor", "blend vs clean", "clean inputs", "oracle", "oracle vs clean")
+#: Largest stored-vs-re-rendered difference (asinh-coded) of a kept band that still counts as the same
+#: frame: the shards' float16 step near code 1 is 4.9e-4, and the noise is drawn from the same seed.
+SAME_FRAME_CODED = 2e-3
+
+
+class Renderer:
+    "The archive's Sun and instrument, from its `synth_truth.json`, and its files' headers."
+
+    def __init__(self, archive: Path, resolution: int):
+        self.archive, self.resolution = archive, int(resolution)
+        truth_path = archive / sun.TRUTH_NAME
+        try:
+            truth = json.loads(truth_path.read_text())
+            self.drawn = int(truth["resolution"])
+            self.model = sun.SunModel(seed=int(truth["seed"]), start=truth["start"], days=float(truth["days"]))
+            self.instrument = sun.Instrument(int(truth["seed"]))
+        except (OSError, ValueError, KeyError) as exc:
+            raise SystemExit(f"{truth_path}: not a suvi-fill synth archive's truth file ({exc})") from None
+        if truth.get("simulator") != sun.simulator_digest():
+            raise SystemExit(f"{truth_path}: drawn by another simulator ({truth.get('simulator')}, this code "
+                             f"{sun.simulator_digest()}); draw the archive again")
+
+    def headers(self, slot: int, satellite: int, bands=range(len(WAVELENGTHS))) -> dict:
+        "`{band index: header}` of the band files of (`satellite`, `slot`) named by `bands`, as the build read them."
+        out = {}
+        for b in bands:
+            path = sun.archive_path(self.archive, WAVELENGTHS[b], satellite, slot)
+            try:
+                out[b] = fits.read_l2(path)[1]
+            except (OSError, ValueError) as exc:
+                raise SystemExit(f"{path}: cannot read a band file the sample uses ({exc})") from None
+        return out
+
+    def radiance(self, slot: int, satellite: int, geometry_slot: int) -> np.ndarray:
+        """True radiance (6, H, W) at `slot` seen with the pointing `satellite` had at `geometry_slot`,
+        calibrated as that satellite observes, without noise."""
+        geometry = self.instrument.geometry(geometry_slot, satellite, self.drawn)
+        truth = self.model.render((slot + 0.5) * SLOT_SECONDS, geometry, (self.drawn,) * 2)
+        gain, offset = self.instrument.gain[satellite], self.instrument.offset[satellite]
+        return np.minimum(gain[:, None, None] * truth + offset[:, None, None], sun.SATURATION)
+
+    def placed(self, radiance: np.ndarray, headers: dict) -> np.ndarray:
+        "Asinh-coded (6, H, W): `radiance` put on the corpus grid as the build puts each band file (0 without one)."
+        out = np.zeros((len(WAVELENGTHS), self.resolution, self.resolution), np.float32)
+        for b, header in headers.items():
+            out[b] = encode(ingest.place(radiance[b], header, self.resolution))
+        return out
+
+    def clean_stack(self, sample) -> np.ndarray:
+        "The sample's stack with every band it holds replaced by its noise-free frame, placed as the build placed it."
+        stack = np.array(sample.stack, np.float32, copy=True)
+        for t, (satellite, slot) in enumerate(sample.frames):
+            held = np.flatnonzero(np.asarray(sample.present[t], bool))
+            if held.size:
+                headers = self.headers(int(slot), int(satellite), held)
+                stack[t] = self.placed(self.radiance(int(slot), int(satellite), int(slot)), headers)
+        return stack
+
+
+def budget(sample, renderer: Renderer, gap: int) -> dict:
+    "`{row: per-band dB (6,)}` of one bracketed sample (see the module docstring)."
+    prep = fillers.prepare(sample)
+    blend = model.prior_blend(prep["aligned"][None], prep["condition"][None], prep["present"][None])[0].numpy()
+    stored = np.asarray(sample.target, np.float32)
+    slot, satellite = int(sample.when), int(sample.satellite)
+    headers = renderer.headers(slot, satellite)
+    observed = np.stack([encode(ingest.place(fits.read_l2(sun.archive_path(renderer.archive, band, satellite, slot))[0],
+                                             headers[i], renderer.resolution)) for i, band in enumerate(WAVELENGTHS)])
+    if np.abs(observed - stored).max() > SAME_FRAME_CODED:
+        raise SystemExit(f"sample GOES-{satellite} slot {slot}: the archive's files placed on the corpus grid differ "
+                         f"from the stored target by {np.abs(observed - stored).max():.2e} (coded); the shards "
+                         "were not built from this archive")
+    clean = renderer.placed(renderer.radiance(slot, satellite, slot), headers)
+    quiet = fillers.prepare(dataclasses.replace(sample, stack=renderer.clean_stack(sample)))
+    quiet_blend = model.prior_blend(quiet["aligned"][None], quiet["condition"][None], quiet["present"][None])[0].numpy()
+    oracle = (renderer.placed(renderer.radiance(slot - gap, satellite, slot), headers)
+              + renderer.placed(renderer.radiance(slot + gap, satellite, slot), headers)) / 2
+    return {"blend": band_psnr(blend, stored), "noise floor": band_psnr(clean, stored),
+            "blend vs clean": band_psnr(blend, clean), "clean inputs": band_psnr(quiet_blend, clean), "oracle": band_psnr(oracle, stored),
+            "oracle vs clean": band_psnr(oracle, clean)}
+
+
+#: Pointing changes (pixels) of the render-consistency table.
+SHIFTS_PX = (0.01, 0.05)
+
+
+def shift_check(renderer: Renderer, satellite: int, slot: int) -> list:
+    "Rows `(dx, changed dB (6,), first-order dB (6,))` of the render-consistency table (module docstring)."
+    base = renderer.instrument.geometry(slot, satellite, renderer.drawn)
+    shown = lambda g: to_display(renderer.model.render((slot + 0.5) * SLOT_SECONDS, g, (renderer.drawn,) * 2)
+                                 .astype(np.float64))
+    a = shown(base)
+    slope = np.gradient(a, axis=-1)
+    rows = []
+    for dx in SHIFTS_PX:
+        b = shown(dataclasses.replace(base, crpix1=base.crpix1 + dx))
+        db = lambda mse: 10.0 * np.log10(1.0 / np.maximum(mse, MSE_FLOOR))
+        rows.append((dx, db(((a - b) ** 2).mean((-2, -1))), db(((slope * dx) ** 2).mean((-2, -1)))))
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shards", default=str(demo.DEFAULT_OUT / "shards"), help="the corpus (the demo's by default)")
+    parser.add_argument("--archive", default=str(demo.DEFAULT_OUT / "archive"), help="the synth archive it was built from")
+    parser.add_argument("--split", default="test", choices=("train", "val", "test"))
+    parser.add_argument("--per-gap", type=int, default=demo.DEMO_SAMPLES, help="bench samples per gap")
+    parser.add_argument("--gaps", default=",".join(str(g) for g in demo.DEMO_GAPS))
+    args = parser.parse_args(argv)
+    gaps = bench.parse_gaps(args.gaps)
+    corpus = Corpus.open(args.shards)
+    renderer = Renderer(Path(args.archive), corpus.resolution)
+    trace = availability.Availability.load(f"{args.shards}/availability.npz")
+    table, counts = {row: {} for row in ROWS}, {}
+    first = None
+    with bench.BenchSet(args.shards, corpus, trace, args.split, bench.BENCH_SEED, None, "bracketed") as samples:
+        for gap in gaps:
+            scores = {row: [] for row in ROWS}
+            for sample in samples.samples(gap, args.per_gap):
+                lost = np.asarray(sample.lost, bool)
+                first = first or (int(sample.satellite), int(sample.when))
+                for row, dbs in budget(sample, renderer, gap).items():
+                    scores[row].extend(dbs[lost].tolist())
+            counts[gap] = len(scores["blend"])
+            for row in ROWS:
+                table[row][gap] = float(np.mean(scores[row])) if scores[row] else float("nan")
+            print(f"gap {gap}: {counts[gap]} lost (sample, band)s", file=sys.stderr, flush=True)
+    print(f"{args.split} split, bracketed bench samples; display PSNR (dB), mean over lost (sample, band)s")
+    print("| row | " + " | ".join(f"gap {g}" for g in gaps) + " |")
+    print("|---|" + "---:|" * len(gaps))
+    for row in ROWS:
+        print(f"| {row} | " + " | ".join(f"{table[row][g]:.2f}" for g in gaps) + " |")
+    print("| oracle - blend | " + " | ".join(f"{table['oracle'][g] - table['blend'][g]:+.2f}" for g in gaps) + " |")
+    print("| noise floor - blend | " + " | ".join(f"{table['noise floor'][g] - table['blend'][g]:+.2f}" for g in gaps) + " |")
+    if first is not None:
+        print(f"\nRender consistency, GOES-{first[0]} slot {first[1]} at {renderer.drawn} px: display PSNR (dB) of "
+              "the change when the pointing moves by dx, changed / first-order shift")
+        print("| dx (px) | " + " | ".join(str(b) for b in WAVELENGTHS) + " |")
+        print("|---|" + "---:|" * len(WAVELENGTHS))
+        for dx, changed, expected in shift_check(renderer, *first):
+            print(f"| {dx} | " + " | ".join(f"{c:.1f} / {e:.1f}" for c, e in zip(changed, expected)) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
