@@ -1,38 +1,39 @@
 """Where the prior blend's error comes from, gap by gap, and how much of it any filler could win back.
 
-The synthetic archive is drawn from a known Sun, so each bench sample's target can be rendered again
-without noise (`sun.SunModel.render` + the instrument's gain and offset, no shot or read noise).  On the
-bench's own bracketed samples this prints, per gap, display PSNR (the bench's mean over lost
-(sample, band)s):
+The synthetic archive is drawn from a known Sun, so every frame of a bench sample can be rendered again
+without noise (`sun.SunModel.render` + the instrument's gain and offset, no shot or read noise) and put
+on the corpus grid as the build puts it (`ingest.place`).  On the bench's own bracketed samples this
+prints, per gap, display PSNR (the bench's mean over lost (sample, band)s):
 
 - `blend`: the untrained net, the prior blend, against the stored target (the bench's figure);
 - `noise floor`: the clean target against the stored one.  The stored target carries its own noise,
   which no filler can predict: no filler's mean can beat this row;
 - `blend vs clean`: the blend against the clean target, its error without the target's noise;
-- `oracle`: the clean Sun rendered with the *target's* pointing at the two bracketing frames' times
-  (`gap` slots either side) and interpolated linearly in time, against the stored target.  That is a
-  filler with perfect alignment and no noise in its inputs that still cannot know how the Sun changed
-  in between; `oracle vs clean` is the same against the clean target: the Sun's evolution alone.
+- `clean inputs`: the blend of the sample's frames rendered without noise, each with its own pointing,
+  through the same build and alignment, against the clean target;
+- `registered inputs`: the same with every frame drawn with the target's pointing and placed with the
+  target's headers.  The step from `clean inputs` is what the frames' different pointings cost once the
+  build has resampled them onto one grid;
+- `oracle`: the clean Sun drawn with the target's pointing at the two bracketing frames' times (`gap`
+  slots either side) and interpolated linearly in time, against the stored target; `oracle vs clean`
+  the same against the clean target: the Sun's evolution alone.  The oracle holds the pointing still,
+  not the Sun: it does not derotate, so at gaps of hours (64, 300) the Sun turns under it and it falls
+  below the blend, which does.  At short gaps `oracle - blend` is what perfect registration and
+  denoising of the neighbours would win; beyond the oracle lies knowing how the Sun changed.
 
-The oracle holds the pointing still, not the Sun: it does not derotate, so at gaps of hours (64, 300)
-the Sun turns under it and it falls below the blend, which does.  At short gaps, where rotation moves
-the disk by a small fraction of a pixel, `oracle - blend` is what perfect alignment and denoising of
-the neighbours would win; beyond the oracle lies knowing how the Sun changed between the frames.  `clean inputs` is the blend
-of the sample's frames rendered without noise and put through the same build and alignment, against the
-clean target: what is left of the blend's error when no frame has noise.
-
-A second table checks the renderer itself: the same instant rendered with the pointing moved by `dx`
-pixels, display PSNR of the change, beside what moving a smooth image by `dx` costs to first order
-(`|gradient| * dx`).  A render that samples the sky consistently scores about the same in both; one
-that aliases sub-pixel structure changes far more than its shift explains, and no alignment can then
-bring two frames of a still Sun together.
+A second table shows why a fraction of a pixel matters: the same instant rendered with the pointing
+moved by `dx` pixels, display PSNR of the change, beside the first-order estimate from the frame's own
+pixel differences (`|gradient| * dx`).  Where the change is far larger, the frame holds structure at
+the pixel scale that its pixel differences do not show, and resampling a neighbour onto the target's
+grid cannot undo the move exactly.
 
     .venv/bin/python benchmarks/suvi_error_budget.py --shards demo-out/suvi_fill/shards \\
         --archive demo-out/suvi_fill/archive [--split test] [--per-gap 32]
 
-The archive must be a `suvi-fill synth` archive (its `synth_truth.json` names the seed, start, days
-and resolution); the script checks that re-rendering a sample's kept bands gives back the stored
-target to the shards' float16 precision and stops with a one-line error when it does not.
+The archive must be the `suvi-fill synth` archive the shards were built from, drawn by this simulator
+code (`sun.simulator_digest`): the script checks that the archive's files of each target, placed on
+the corpus grid, give back the stored target, and stops with a one-line error naming the sample when
+they do not.
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ from suvi_fill.coding import MSE_FLOOR, band_psnr, encode, to_display
 from suvi_fill.corpus import Corpus
 from suvi_fill.paths import SLOT_SECONDS, WAVELENGTHS
 
-ROWS = ("blend", "noise floor", "blend vs clean", "clean inputs", "oracle", "oracle vs clean")
+ROWS = ("blend", "noise floor", "blend vs clean", "clean inputs", "registered inputs", "oracle", "oracle vs clean")
 #: Largest stored-vs-re-rendered difference (asinh-coded) of a kept band that still counts as the same
 #: frame: the shards' float16 step near code 1 is 4.9e-4, and the noise is drawn from the same seed.
 SAME_FRAME_CODED = 2e-3
@@ -98,21 +99,28 @@ class Renderer:
             out[b] = encode(ingest.place(radiance[b], header, self.resolution))
         return out
 
-    def clean_stack(self, sample) -> np.ndarray:
-        "The sample's stack with every band it holds replaced by its noise-free frame, placed as the build placed it."
+    def clean_stack(self, sample, registered: bool = False) -> np.ndarray:
+        """The sample's stack with every band it holds replaced by its noise-free frame, placed as the build
+        placed it; `registered`: every frame drawn with the target's pointing and placed with its headers."""
         stack = np.array(sample.stack, np.float32, copy=True)
+        target = (int(sample.satellite), int(sample.when))
         for t, (satellite, slot) in enumerate(sample.frames):
             held = np.flatnonzero(np.asarray(sample.present[t], bool))
             if held.size:
-                headers = self.headers(int(slot), int(satellite), held)
-                stack[t] = self.placed(self.radiance(int(slot), int(satellite), int(slot)), headers)
+                sat, pointing = (target[0], target[1]) if registered else (int(satellite), int(slot))
+                headers = self.headers(pointing, sat, held)
+                stack[t] = self.placed(self.radiance(int(slot), sat, pointing), headers)
         return stack
+
+
+def blend_of(prep: dict) -> np.ndarray:
+    "The prior blend (6, H, W) of a prepared sample."
+    return model.prior_blend(prep["aligned"][None], prep["condition"][None], prep["present"][None])[0].numpy()
 
 
 def budget(sample, renderer: Renderer, gap: int) -> dict:
     "`{row: per-band dB (6,)}` of one bracketed sample (see the module docstring)."
-    prep = fillers.prepare(sample)
-    blend = model.prior_blend(prep["aligned"][None], prep["condition"][None], prep["present"][None])[0].numpy()
+    blend = blend_of(fillers.prepare(sample))
     stored = np.asarray(sample.target, np.float32)
     slot, satellite = int(sample.when), int(sample.satellite)
     headers = renderer.headers(slot, satellite)
@@ -123,12 +131,14 @@ def budget(sample, renderer: Renderer, gap: int) -> dict:
                          f"from the stored target by {np.abs(observed - stored).max():.2e} (coded); the shards "
                          "were not built from this archive")
     clean = renderer.placed(renderer.radiance(slot, satellite, slot), headers)
-    quiet = fillers.prepare(dataclasses.replace(sample, stack=renderer.clean_stack(sample)))
-    quiet_blend = model.prior_blend(quiet["aligned"][None], quiet["condition"][None], quiet["present"][None])[0].numpy()
+    quiet_blend, still_blend = (
+        blend_of(fillers.prepare(dataclasses.replace(sample, stack=renderer.clean_stack(sample, registered))))
+        for registered in (False, True))
     oracle = (renderer.placed(renderer.radiance(slot - gap, satellite, slot), headers)
               + renderer.placed(renderer.radiance(slot + gap, satellite, slot), headers)) / 2
     return {"blend": band_psnr(blend, stored), "noise floor": band_psnr(clean, stored),
-            "blend vs clean": band_psnr(blend, clean), "clean inputs": band_psnr(quiet_blend, clean), "oracle": band_psnr(oracle, stored),
+            "blend vs clean": band_psnr(blend, clean), "clean inputs": band_psnr(quiet_blend, clean),
+            "registered inputs": band_psnr(still_blend, clean), "oracle": band_psnr(oracle, stored),
             "oracle vs clean": band_psnr(oracle, clean)}
 
 
