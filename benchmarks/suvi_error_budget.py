@@ -45,22 +45,23 @@ from pathlib import Path
 
 import numpy as np
 
-from suvi_fill import availability, bench, demo, fillers, fits, ingest, model, sun
+from suvi_fill import availability, bench, demo, fillers, fits, ingest, sun
 from suvi_fill.coding import MSE_FLOOR, band_psnr, encode, to_display
 from suvi_fill.corpus import Corpus
 from suvi_fill.paths import SLOT_SECONDS, WAVELENGTHS
 
 ROWS = ("blend", "noise floor", "blend vs clean", "clean inputs", "registered inputs", "oracle", "oracle vs clean")
-#: Largest stored-vs-re-rendered difference (asinh-coded) of a kept band that still counts as the same
-#: frame: the shards' float16 step near code 1 is 4.9e-4, and the noise is drawn from the same seed.
+#: Largest difference (asinh-coded) between a stored target and the archive's files placed again that
+#: still counts as the same frame: the shards' float16 step near code 1 is 4.9e-4.
 SAME_FRAME_CODED = 2e-3
 
 
 class Renderer:
-    "The archive's Sun and instrument, from its `synth_truth.json`, and its files' headers."
+    "The archive's Sun and instrument, from its `synth_truth.json`, and its files' headers (each read once)."
 
     def __init__(self, archive: Path, resolution: int):
         self.archive, self.resolution = archive, int(resolution)
+        self._headers = {}                              # (satellite, slot, band index) -> header
         truth_path = archive / sun.TRUTH_NAME
         try:
             truth = json.loads(truth_path.read_text())
@@ -73,16 +74,24 @@ class Renderer:
             raise SystemExit(f"{truth_path}: drawn by another simulator ({truth.get('simulator')}, this code "
                              f"{sun.simulator_digest()}); draw the archive again")
 
-    def headers(self, slot: int, satellite: int, bands=range(len(WAVELENGTHS))) -> dict:
-        "`{band index: header}` of the band files of (`satellite`, `slot`) named by `bands`, as the build read them."
+    def read(self, slot: int, satellite: int, bands=range(len(WAVELENGTHS))) -> dict:
+        "`{band index: (radiance, header)}` of the band files of (`satellite`, `slot`) named by `bands`; keeps the headers."
         out = {}
         for b in bands:
             path = sun.archive_path(self.archive, WAVELENGTHS[b], satellite, slot)
             try:
-                out[b] = fits.read_l2(path)[1]
+                out[b] = fits.read_l2(path)
             except (OSError, ValueError) as exc:
                 raise SystemExit(f"{path}: cannot read a band file the sample uses ({exc})") from None
+            self._headers[(satellite, slot, b)] = out[b][1]
         return out
+
+    def headers(self, slot: int, satellite: int, bands=range(len(WAVELENGTHS))) -> dict:
+        "`{band index: header}` of the band files of (`satellite`, `slot`) named by `bands`, as the build read them."
+        unread = [b for b in bands if (satellite, slot, b) not in self._headers]
+        if unread:
+            self.read(slot, satellite, unread)
+        return {b: self._headers[(satellite, slot, b)] for b in bands}
 
     def radiance(self, slot: int, satellite: int, geometry_slot: int) -> np.ndarray:
         """True radiance (6, H, W) at `slot` seen with the pointing `satellite` had at `geometry_slot`,
@@ -113,27 +122,21 @@ class Renderer:
         return stack
 
 
-def blend_of(prep: dict) -> np.ndarray:
-    "The prior blend (6, H, W) of a prepared sample."
-    return model.prior_blend(prep["aligned"][None], prep["condition"][None], prep["present"][None])[0].numpy()
-
-
-def budget(sample, renderer: Renderer, gap: int) -> dict:
-    "`{row: per-band dB (6,)}` of one bracketed sample (see the module docstring)."
-    blend = blend_of(fillers.prepare(sample))
+def budget(sample, renderer: Renderer, gap: int, blender: fillers.Filler) -> dict:
+    "`{row: per-band dB (6,)}` of one bracketed sample (see the module docstring); `blender` the blend filler."
+    blend = blender(sample)
     stored = np.asarray(sample.target, np.float32)
     slot, satellite = int(sample.when), int(sample.satellite)
-    headers = renderer.headers(slot, satellite)
-    observed = np.stack([encode(ingest.place(fits.read_l2(sun.archive_path(renderer.archive, band, satellite, slot))[0],
-                                             headers[i], renderer.resolution)) for i, band in enumerate(WAVELENGTHS)])
+    files = renderer.read(slot, satellite)
+    headers = {b: header for b, (_, header) in files.items()}
+    observed = np.stack([encode(ingest.place(data, header, renderer.resolution)) for data, header in files.values()])
     if np.abs(observed - stored).max() > SAME_FRAME_CODED:
         raise SystemExit(f"sample GOES-{satellite} slot {slot}: the archive's files placed on the corpus grid differ "
                          f"from the stored target by {np.abs(observed - stored).max():.2e} (coded); the shards "
                          "were not built from this archive")
     clean = renderer.placed(renderer.radiance(slot, satellite, slot), headers)
-    quiet_blend, still_blend = (
-        blend_of(fillers.prepare(dataclasses.replace(sample, stack=renderer.clean_stack(sample, registered))))
-        for registered in (False, True))
+    quiet_blend, still_blend = (blender(dataclasses.replace(sample, stack=renderer.clean_stack(sample, registered)))
+                                for registered in (False, True))
     oracle = (renderer.placed(renderer.radiance(slot - gap, satellite, slot), headers)
               + renderer.placed(renderer.radiance(slot + gap, satellite, slot), headers)) / 2
     return {"blend": band_psnr(blend, stored), "noise floor": band_psnr(clean, stored),
@@ -172,6 +175,7 @@ def main(argv=None) -> int:
     gaps = bench.parse_gaps(args.gaps)
     corpus = Corpus.open(args.shards)
     renderer = Renderer(Path(args.archive), corpus.resolution)
+    blender = fillers.blend_filler()
     trace = availability.Availability.load(f"{args.shards}/availability.npz")
     table, counts = {row: {} for row in ROWS}, {}
     first = None
@@ -181,7 +185,7 @@ def main(argv=None) -> int:
             for sample in samples.samples(gap, args.per_gap):
                 lost = np.asarray(sample.lost, bool)
                 first = first or (int(sample.satellite), int(sample.when))
-                for row, dbs in budget(sample, renderer, gap).items():
+                for row, dbs in budget(sample, renderer, gap, blender).items():
                     scores[row].extend(dbs[lost].tolist())
             counts[gap] = len(scores["blend"])
             for row in ROWS:
