@@ -196,13 +196,13 @@ def run_bench(shards_dir, corpus, availability, fillers: dict, gaps=GAPS, count=
               seed=BENCH_SEED, device="cpu", progress=True, sides=SIDES[0]) -> dict:
     "Score `fillers` (`{name: Filler}`) on `count` samples per gap of `corpus` (a `Corpus` or manifest dict); returns the bench.json dict."
     corpus = as_corpus(corpus, shards_dir)
-    from tqdm.auto import tqdm
+    from suvi_fill.progress import progress_bar
     from suvi_fill.fillers import prepare
     started = time.perf_counter()
     base = next((f.offsets for f in fillers.values() if f.offsets), None)
     psnr = {name: {} for name in fillers}
     lost_of, targets = {}, {}
-    bar = tqdm(total=len(gaps) * count, desc="bench", unit="sample", disable=None if progress else True, leave=False)
+    bar = progress_bar(total=len(gaps) * count, desc="bench", unit="sample", quiet=not progress, leave=False)
     with BenchSet(shards_dir, corpus, availability, split, seed, base, sides) as bench:
         for gap in gaps:
             rows, losts, chosen = {name: [] for name in fillers}, [], []
@@ -383,7 +383,7 @@ def bench_command(parser):
     "`suvi-fill bench`: score the fillers on the test split at several gaps."
     parser.add_argument("--shards", required=True, type=Path, help="corpus directory (suvi-fill build --out)")
     parser.add_argument("--manifest", type=Path, default=None, help="manifest.json (default: in --shards)")
-    parser.add_argument("--checkpoint", type=Path, default=None, help="trained checkpoint for the learned filler")
+    parser.add_argument("--checkpoint", type=Path, default=None, help="trained checkpoint for the learned filler (default: none; the learned filler is left out)")
     parser.add_argument("--gaps", default=",".join(str(g) for g in GAPS),
                         help=f"gaps in slots, comma-separated (default {','.join(str(g) for g in GAPS)})")
     parser.add_argument("--samples", type=int, default=SAMPLES, help=f"samples per gap (default {SAMPLES})")
@@ -396,8 +396,9 @@ def bench_command(parser):
                              "archive); one-sided: only before, nothing after (a live feed's newest frame)")
     parser.add_argument("--seed", type=int, default=BENCH_SEED, help="damage seed (default 0)")
     parser.add_argument("--availability", type=Path, default=None, help="availability.npz (default: in --shards)")
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                        help="where the learned filler runs: auto is CUDA when present, else the CPU")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars or progress lines")
 
     def run(args) -> int:
         from suvi_fill.device import pick_device

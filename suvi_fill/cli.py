@@ -8,17 +8,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import platform
 import signal
 import sys
 import threading
+from importlib import metadata
 from typing import Callable, Sequence
 
 from suvi_fill import package_version
 from suvi_fill.errors import SuviFillError
+from suvi_fill.progress import silenced
 
 # %% auto 0
-__all__ = ['HANDLED', 'INTERRUPTED', 'TERMINATED', 'DESCRIPTION', 'COMMANDS', 'Command', 'Terminated', 'sigterm_raises',
-           'one_line', 'run_cli', 'version_command', 'main']
+__all__ = ['EXIT_CODES', 'HANDLED', 'INTERRUPTED', 'TERMINATED', 'REPORTED', 'DESCRIPTION', 'COMMANDS', 'Command',
+           'HelpFormatter', 'common_options', 'command_parser', 'Terminated', 'sigterm_raises', 'one_line', 'run_cli',
+           'environment_lines', 'version_command', 'main']
 
 # %% ../nbs/suvi_fill/01_cli.ipynb 3
 @dataclasses.dataclass(frozen=True)
@@ -33,22 +37,55 @@ class Command:
         return getattr(importlib.import_module(module_name), attribute)
 
 # %% ../nbs/suvi_fill/01_cli.ipynb 6
-def _parser(prog: str, description: str, commands: Sequence[Command], argv: list[str]):
-    "The top-level parser, with the chosen subcommand's arguments added; returns (parser, runner factory)."
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+EXIT_CODES = """exit codes:
+  0    done
+  1    training stopped by its abort guard; realism --strict: a figure missed its goal;
+       an unexpected error (a bug: its traceback is printed)
+  2    refused: a bad flag or argument, or input missing or malformed (one line names it)
+  130  interrupted (Ctrl-C)
+  143  terminated (SIGTERM)"""
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    "Help that shows each option's default (unless its help already names one) and keeps the epilog's table as written."
+    def _get_help_string(self, action) -> str:
+        text = action.help or ""
+        if (not action.option_strings or action.nargs == 0 or "default" in text
+                or any(action.default is v for v in (None, False, argparse.SUPPRESS))):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def common_options(parser: argparse.ArgumentParser) -> None:
+    "What every subcommand takes after its name: `--quiet` (unless it has its own) and `--traceback`."
+    if "--quiet" not in parser._option_string_actions:
+        parser.add_argument("--quiet", action="store_true", help="no progress bars or progress lines")
+    parser.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS,
+                        help="show the full traceback of a failure")
+
+
+def command_parser(prog: str, description: str, commands: Sequence[Command], argv: list[str] | None = None):
+    """The parser and the runner of the subcommand `argv` chooses (its first word after global flags):
+    only that one's module is imported.  `argv` None loads every subcommand (runner None): the whole
+    command line, for walking it."""
+    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=EXIT_CODES,
+                                     formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"{prog} {package_version()}")
     parser.add_argument("--traceback", action="store_true", help="show the full traceback of a failure")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     runner = None
     for command in commands:
-        subparser = sub.add_parser(command.name, help=command.help, description=command.help)
-        if runner is None and command.name in argv:
-            position = argv.index(command.name)
-            if all(a.startswith("-") for a in argv[:position]):
-                runner = command.load()(subparser)
+        subparser = sub.add_parser(command.name, help=command.help, description=command.help, epilog=EXIT_CODES,
+                                   formatter_class=HelpFormatter)
+        chosen = argv is not None and runner is None and command.name in argv and all(
+            a.startswith("-") for a in argv[:argv.index(command.name)])
+        if chosen or argv is None:
+            made = command.load()(subparser)
+            runner = made if chosen else runner
+        common_options(subparser)
     return parser, runner
 
-# %% ../nbs/suvi_fill/01_cli.ipynb 8
+# %% ../nbs/suvi_fill/01_cli.ipynb 9
 class Terminated(BaseException):
     "SIGTERM, raised in the main thread so that cleanup runs (a BaseException, like KeyboardInterrupt)."
 
@@ -70,7 +107,7 @@ class sigterm_raises:
             signal.signal(signal.SIGTERM, self.before)
         return False
 
-# %% ../nbs/suvi_fill/01_cli.ipynb 11
+# %% ../nbs/suvi_fill/01_cli.ipynb 12
 HANDLED = (SuviFillError, OSError, ValueError, EOFError, RuntimeError)  # narrowed to the first two as the library moves to its own types
 INTERRUPTED, TERMINATED = 130, 143   # 128 + SIGINT, 128 + SIGTERM: what a shell reports
 
@@ -96,10 +133,11 @@ def run_cli(prog: str, description: str, commands: Sequence[Command], argv: Sequ
     command = next((a for a in argv if not a.startswith("-")), None)
     try:
         with sigterm_raises():
-            parser, runner = _parser(prog, description, commands, argv)
+            parser, runner = command_parser(prog, description, commands, argv)
             args = parser.parse_args(argv)
             try:
-                return int(runner(args) or 0)
+                with silenced(args.quiet):
+                    return int(runner(args) or 0)
             except HANDLED as exc:
                 if args.traceback: raise
                 _say(prog, command, f"error: {one_line(exc)}")
@@ -111,26 +149,42 @@ def run_cli(prog: str, description: str, commands: Sequence[Command], argv: Sequ
         _say(prog, command, "terminated")
         return TERMINATED
 
-# %% ../nbs/suvi_fill/01_cli.ipynb 13
+# %% ../nbs/suvi_fill/01_cli.ipynb 14
+#: What a bug report needs beside suvi_fill's own version: (label, distribution names); OpenCV under
+#: either of its wheels' names.  Read from the installed metadata: nothing is imported.
+REPORTED = (("numpy", "numpy"), ("torch", "torch"), ("scipy", "scipy"), ("astropy", "astropy"),
+            ("sunpy", "sunpy"), ("opencv", "opencv-python-headless", "opencv-python"), ("tqdm", "tqdm"))
+
+
+def environment_lines(reported=REPORTED) -> list[str]:
+    "`python X`, `platform X` and `label version` (or `not installed`) for each of `reported`."
+    lines = [f"python {platform.python_version()} ({platform.python_implementation()})",
+             f"platform {platform.platform()}"]
+    for label, *names in reported:
+        found = None
+        for name in names:
+            try:
+                found = found or metadata.version(name)
+            except metadata.PackageNotFoundError:
+                pass
+        lines.append(f"{label} {found or 'not installed'}")
+    return lines
+
+
 def version_command(parser: argparse.ArgumentParser) -> Callable:
-    "`version`: print the versions of suvi_fill, numpy and torch."
+    "`version`: print suvi_fill's version, Python's, the platform and the versions of the libraries it runs on."
     def run(args) -> int:
-        import numpy
         print(f"suvi_fill {package_version()}")
-        print(f"numpy {numpy.__version__}")
-        try:
-            import torch
-            print(f"torch {torch.__version__}")
-        except ImportError:
-            pass
+        print("\n".join(environment_lines()))
         return 0
     return run
 
-# %% ../nbs/suvi_fill/01_cli.ipynb 14
+# %% ../nbs/suvi_fill/01_cli.ipynb 16
 DESCRIPTION = "The SUVI EUV gap filler: corpus, samples, training, bench and rendering."
 
 COMMANDS = (
-    Command("version", "print the versions of suvi_fill, numpy and torch", "suvi_fill.cli:version_command"),
+    Command("version", "print the versions of suvi_fill, Python, the platform and the libraries (for a bug report)",
+            "suvi_fill.cli:version_command"),
     Command("synth", "write a synthetic SUVI-L2-style FITS archive", "suvi_fill.sun:synth_command"),
     Command("realism", "hold a synthetic archive's figures against the real EUV references",
             "suvi_fill.realism:realism_command"),
@@ -139,7 +193,7 @@ COMMANDS = (
             "suvi_fill.availability:profile_command"),
     Command("inspect", "print days, satellites, presence, segments and targets of a corpus",
             "suvi_fill.corpus:inspect_command"),
-    Command("train", "train the learned filler (the seed trainer's flags, plus --device)",
+    Command("train", "train the learned filler on a corpus (checkpoints, history and the best model)",
             "suvi_fill.train:train_command"),
     Command("pool-produce", "write rotating-pool slices for --pool training", "suvi_fill.pool:pool_produce_command"),
     Command("bench", "score the fillers on the test split at several gaps", "suvi_fill.bench:bench_command"),

@@ -234,7 +234,7 @@ def fill_archive(source, shards_dir, out, filler, checkpoint=None, span: int = 6
     """Write the filled bands of every frame of the corpus `shards_dir` (built from `source`) that lost any,
     as L2 FITS files in `out`; returns the fill report.  `slots`: a `range` of slots, within the archive's first
     to last file (the default)."""
-    from tqdm.auto import tqdm
+    from suvi_fill.progress import progress_bar
     from suvi_fill.corpus import Corpus
     from suvi_fill.render import FrameSource
     out = Path(out)
@@ -250,7 +250,7 @@ def fill_archive(source, shards_dir, out, filler, checkpoint=None, span: int = 6
     report = {"source": index.description, "filler": filler.name,
               "checkpoint": None if checkpoint is None else str(checkpoint), "checkpoint_sha256": digest,
               "frames": len(wanted) * len(satellites), "frames_lost": 0, "files": [], "unfilled": []}
-    with tqdm(total=report["frames"], desc="fill", unit="frame", disable=not progress) as bar:
+    with progress_bar(total=report["frames"], desc="fill", unit="frame", quiet=not progress) as bar:
         for day in days:
             day_slots = [s for s in paths.slots_of_day(day) if s in slots]
             if not day_slots:
@@ -339,16 +339,16 @@ def fill_command(parser):
     from suvi_fill.fillers import FILLERS
     parser.add_argument("--source", required=True, type=Path, help="the SUVI L2 archive (directory, searched recursively)")
     parser.add_argument("--out", required=True, type=Path, help="directory for the filled L2 files and fill_report.json")
-    parser.add_argument("--checkpoint", type=Path, default=None, help="the learned filler's checkpoint (best.pt)")
+    parser.add_argument("--checkpoint", type=Path, default=None, help="the learned filler's checkpoint (best.pt; default: none, then --filler is needed)")
     parser.add_argument("--filler", default=None, choices=tuple(FILLERS),
                         help="filler for the lost bands (default: learned, with --checkpoint)")
     parser.add_argument("--shards", type=Path, default=None,
                         help="a corpus already built from --source (default: build one inside --out, removed after)")
-    parser.add_argument("--resolution", type=int, default=None, help="resolution of the corpus built (see build)")
+    parser.add_argument("--resolution", type=int, default=None, help="resolution of the corpus built (see build; default: the files' own)")
     parser.add_argument("--span", type=int, default=64, help="fill from frames up to this many slots away (default 64)")
     parser.add_argument("--start", default=None, help="first slot to fill, ISO (default: the archive's first)")
-    parser.add_argument("--end", default=None, help="end of the slots to fill (exclusive), ISO")
-    parser.add_argument("--satellite", type=int, default=None, help="only this satellite (16 or 18)")
+    parser.add_argument("--end", default=None, help="end of the slots to fill (exclusive), ISO (default: after the archive's last)")
+    parser.add_argument("--satellite", type=int, default=None, help="only this satellite (16 or 18; default: every satellite of the archive)")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where the filler runs")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars or progress lines")
     return run_fill

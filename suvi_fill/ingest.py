@@ -5,6 +5,7 @@
 # %% ../nbs/suvi_fill/21_ingest.ipynb 2
 from __future__ import annotations
 
+import argparse
 import collections
 import contextlib
 import dataclasses
@@ -195,9 +196,9 @@ def _jobs(out, groups, days, satellites, resolution) -> list:
 def _write_shards(out, groups, days, satellites, resolution, report, progress, scheduler=None) -> list:
     """One shard per (day, satellite) of `days` x `satellites` into `out` (a day without files gets
     an all-MISSING shard), serially or on the Dask `scheduler`.  Returns the names written."""
-    from tqdm.auto import tqdm
+    from suvi_fill.progress import progress_bar
     jobs = _jobs(out, groups, days, satellites, resolution)
-    with tqdm(total=sum(len(v) for v in groups.values()), desc="ingest", unit="file", disable=not progress) as bar:
+    with progress_bar(total=sum(len(v) for v in groups.values()), desc="ingest", unit="file", quiet=not progress) as bar:
         if scheduler is None:
             parts = [shard_task(*job, bar=bar) for job in jobs]
         else:
@@ -480,12 +481,13 @@ def build_command(parser):
                         help="build the shards on a Dask cluster: a scheduler address (tcp://host:8786; the corpus "
                              "directory and the sources on storage every worker sees) or local:N for N worker "
                              "processes here (default: serial, here)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars or progress lines")
+    parser.add_argument("--no-progress", dest="quiet", action="store_true", help=argparse.SUPPRESS)  # its old name
 
     def run(args) -> int:
         if args.split_stretch < 0:
             raise OptionError(f"--split-stretch {args.split_stretch}: must be 0 or a positive slot count")
-        report = build(args.source, args.out, args.resolution, progress=not args.no_progress, span_min=args.span_min,
+        report = build(args.source, args.out, args.resolution, progress=not args.quiet, span_min=args.span_min,
                        split_stretch=args.split_stretch, scheduler=args.scheduler)
         reasons = ", ".join(f"{k} {v}" for k, v in report["reasons"].items() if v)
         print(f"built {report['shards']} shards ({len(report['days'])} days x satellites "

@@ -181,7 +181,7 @@ def render_frames(shards_dir, satellite: int, start_slot: int, end_slot: int, ba
 
     `bands` one or three wavelengths; `filler` a `fillers.Filler`.
     """
-    from tqdm.auto import tqdm
+    from suvi_fill.progress import progress_bar
     from suvi_fill.samples import gap_offsets
     out = Path(out)
     satellite = int(satellite)
@@ -194,8 +194,8 @@ def render_frames(shards_dir, satellite: int, start_slot: int, end_slot: int, ba
             raise OptionError(f"--satellite {satellite}: the corpus holds {', '.join(f'g{s}' for s in source.satellites)}")
         size = int(size or max(MIN_SIZE, source.resolution))
         size += -size % 16                                   # the movie encoder's macro blocks
-        for slot in tqdm(range(start_slot, end_slot), desc="render", unit="frame",
-                         disable=None if progress else True, leave=False):
+        for slot in progress_bar(range(start_slot, end_slot), desc="render", unit="frame",
+                                 quiet=not progress, leave=False):
             entry, image = render_frame(source, satellite, slot, bands, filler, size, reach)
             write_frame(out, entry, image, filler.name)
             frames.append(entry)
@@ -277,18 +277,18 @@ def render_command(parser):
     parser.add_argument("--satellite", required=True, type=int, help="16 or 18")
     parser.add_argument("--start", required=True, help="first slot's time, ISO (e.g. 2024-03-18T06:00Z)")
     parser.add_argument("--end", required=True, help="end of the range (exclusive), ISO")
-    parser.add_argument("--band", default=None, help="one band to render, in A (e.g. 171)")
-    parser.add_argument("--rgb", default=None, help="three bands as red,green,blue (e.g. 304,171,195)")
+    parser.add_argument("--band", default=None, help="one band to render, in A (e.g. 171; give --band or --rgb; default: none)")
+    parser.add_argument("--rgb", default=None, help="three bands as red,green,blue (e.g. 304,171,195; default: none)")
     parser.add_argument("--fill", required=True, choices=tuple(FILLERS), help="filler for the lost bands")
-    parser.add_argument("--checkpoint", type=Path, default=None, help="checkpoint for --fill learned")
+    parser.add_argument("--checkpoint", type=Path, default=None, help="checkpoint for --fill learned (default: none)")
     parser.add_argument("--out", required=True, type=Path, help="directory for the PNGs and sidecars")
-    parser.add_argument("--movie", type=Path, default=None, help="also write this MP4")
+    parser.add_argument("--movie", type=Path, default=None, help="also write this MP4 (default: no movie)")
     parser.add_argument("--span", type=int, default=RENDER_SPAN,
                         help=f"fill from frames up to this many slots away (default {RENDER_SPAN})")
     parser.add_argument("--size", type=int, default=None, help=f"output pixels (default max({MIN_SIZE}, corpus))")
     parser.add_argument("--fps", type=int, default=FPS, help=f"movie frame rate (default {FPS})")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                         help="where the filler runs (default: auto, CUDA when there is one)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar (default: shown)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars or progress lines")
 
     return run_render

@@ -1209,7 +1209,7 @@ def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, see
     `hours`, when given, replaces `days` as the span (short high-resolution archives).
     Raises `OptionError` for an argument that cannot be used (before writing anything).
     """
-    from tqdm.auto import tqdm
+    from suvi_fill.progress import progress_bar
     out, resolution = Path(out), int(resolution)
     satellites, span_days, n_slots = _synth_span(out, resolution, satellites, days, hours)
     first = first_slot_of_day(start)
@@ -1221,8 +1221,8 @@ def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, see
     staging.mkdir(parents=True)
     made_dirs, started = set(), time.perf_counter()
     try:
-        for k in tqdm(range(n_slots), desc=f"synth {resolution}px", unit="slot", disable=not progress,
-                      mininterval=0.5):
+        for k in progress_bar(range(n_slots), desc=f"synth {resolution}px", unit="slot", quiet=not progress,
+                              mininterval=0.5):
             for s, sat in enumerate(satellites):
                 for code in status[k, s]:
                     counts[OUTAGE_NAMES[code]] += 1
@@ -1254,17 +1254,17 @@ def synth_command(parser: argparse.ArgumentParser):
     "`suvi-fill synth`: write a synthetic SUVI L2 archive (see `synthesize`)."
     parser.add_argument("--out", required=True, help="new directory for the archive")
     parser.add_argument("--days", type=float, default=2.0, help="span in days (default 2)")
-    parser.add_argument("--hours", type=float, default=None, help="span in hours, instead of --days")
+    parser.add_argument("--hours", type=float, default=None, help="span in hours, instead of --days (default: off)")
     parser.add_argument("--resolution", type=int, default=DEFAULT_RESOLUTION,
                         help=f"image size in pixels (default {DEFAULT_RESOLUTION}; real L2 is 1280)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the Sun, the outages and the noise (same seed, same archive)")
     parser.add_argument("--start", default=DEFAULT_START, help=f"first UTC day (default {DEFAULT_START})")
     parser.add_argument("--satellites", default=",".join(map(str, SATELLITES)),
                         help="comma-separated GOES numbers (default 16,18)")
     parser.add_argument("--outage-scale", type=float, default=1.0,
                         help="multiply the rate of every random outage process (eclipses unchanged); "
                              "0.1 gives clean runs of many hours (default 1: the documented rates)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars or progress lines")
 
     def run(args) -> int:
         try:

@@ -334,7 +334,7 @@ def validate(run: Run, window: Window, started: float) -> str | None:
         run.record(row)
         print(f"step {run.step:>6}  train {row['train_loss']:.5f}  val {val['loss']:.5f} ({val['psnr']:.2f} dB)  "
               f"grad {row['grad_mean']:.3f}/{row['grad_max']:.2f}  lr {row['lr']:.2e}  "
-              f"{row['seconds'] / 60:.1f} min", flush=True)
+              f"{row['seconds'] / 60:.1f} min since the last eval", flush=True)
         release_cache(run.device)
         # A resumable point every eval, not just every epoch: the seed's stall cost
         # 1,700 steps because its only last.pt cadence was the epoch end.
@@ -415,12 +415,12 @@ def loop(run: Run) -> str | None:
 
 # %% ../nbs/suvi_fill/41_train.ipynb 38
 def _progress_bar(run: Run):
-    "A tqdm bar over optimiser steps on rank 0 when interactive (a terminal or a notebook)."
+    "Steps done, rate and time left on rank 0: a bar on a terminal or in a notebook, a line every few seconds in a log."
     if not run.lead:
         return None
-    from tqdm.auto import tqdm
-    return tqdm(total=run.finish, initial=min(run.step, run.finish), unit="step", desc="train",
-                disable=None, leave=False, dynamic_ncols=True)
+    from suvi_fill.progress import progress_bar
+    return progress_bar(total=run.finish, initial=min(run.step, run.finish), unit="step", desc="train",
+                        leave=False, dynamic_ncols=True)
 
 # %% ../nbs/suvi_fill/41_train.ipynb 41
 def claim_out(config: TrainConfig, rank: int = 0):

@@ -14,8 +14,8 @@ from suvi_fill.device import DEVICE_CHOICES, check_threads
 from suvi_fill.errors import OptionError
 
 # %% auto 0
-__all__ = ['EVAL_EVERY', 'PLATEAU_EVALS', 'WARMUP_STEPS', 'MINIMUMS', 'DESCRIPTION', 'flag', 'TrainConfig', 'check_counts',
-           'parse_lr_range', 'check_modes', 'add_arguments', 'from_args']
+__all__ = ['EVAL_EVERY', 'PLATEAU_EVALS', 'WARMUP_STEPS', 'DEFAULT_WORKERS', 'MINIMUMS', 'DESCRIPTION', 'flag', 'TrainConfig',
+           'check_counts', 'parse_lr_range', 'check_modes', 'add_arguments', 'from_args']
 
 # %% ../nbs/suvi_fill/43_train_config.ipynb 4
 #: Steps between validation passes: the seed's last collapse happened entirely inside one
@@ -25,6 +25,9 @@ EVAL_EVERY = 250
 PLATEAU_EVALS = 10
 #: Warmup length in optimiser steps (a flag: short screening runs need a short one).
 WARMUP_STEPS = 2000
+#: DataLoader workers by default: one per core this process may use, at most 8 (enough to keep one GPU fed);
+#: more workers than cores only contend (a 2-core machine once got 8).
+DEFAULT_WORKERS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 # %% ../nbs/suvi_fill/43_train_config.ipynb 6
 def flag(default=dataclasses.MISSING, help: str = "", type=None, choices=None):
@@ -43,7 +46,8 @@ class TrainConfig:
     lr: float = flag(1e-4, "peak learning rate, after warmup (default %(default)s)")
     base: int = flag(32, "width of the net's first level (default %(default)s)")
     depth: int = flag(3, "levels of the net (default %(default)s)")
-    workers: int = flag(8, "DataLoader workers for training; validation uses at most 2 (default %(default)s)")
+    workers: int = flag(DEFAULT_WORKERS, "DataLoader workers for training; validation uses at most 2 "
+                         "(default: one per core, at most 8: %(default)s here)")
     steps_per_epoch: int | None = flag(None, "cap on optimiser steps per epoch (default: the whole split)", int)
     val_samples: int = flag(64, "validation targets, evenly spaced over the val split (default %(default)s)")
     eval_every: int = flag(EVAL_EVERY, "optimiser steps between validation passes (default %(default)s)")

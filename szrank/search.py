@@ -405,7 +405,7 @@ def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None =
                  scheduler: str | None = None, gate: float = GATE_QUANTILE) -> list[RunSummary]:
     """`runs` search runs into `archive`, in worker processes or, with `scheduler` (an address, or `local:N`),
     as futures on a Dask cluster; summaries in run order."""
-    from tqdm.auto import tqdm
+    from szrank.progress import progress_bar
     steps = _plan(strategy, runs, steps, budget, replicas, iterations, gate if model else 0.0)
     if model:
         RankerPolicy(model, gate=gate)                       # fail fast on a bad model file or gate
@@ -416,8 +416,8 @@ def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None =
               gate) for i in range(runs)]
     with contextlib.ExitStack() as stack:
         client = cluster_client(scheduler, stack) if scheduler else None      # refused before any output
-        bar = stack.enter_context(tqdm(total=total, desc=f"szrank search ({strategy})", unit=unit,
-                                       disable=not show_progress))
+        bar = stack.enter_context(progress_bar(total=total, desc=f"szrank search ({strategy})", unit=unit,
+                                               quiet=not show_progress))
         if client is not None:
             results = _run_on_cluster(tasks, client, bar)
         elif workers == 1:
@@ -493,7 +493,7 @@ def _run_on_cluster(tasks, client, bar) -> list[dict]:
 # %% ../nbs/szrank/33_search.ipynb 37
 def format_summaries(summaries: list[RunSummary]) -> str:
     "The search command's summary table."
-    lines = [f"{'run':<36}  {'topo':>4}  {'start C+I':>9}  {'best C+I':>8}  {'evals':>7}  {'real.':>5}  {'s':>6}"]
+    lines = [f"{'run':<36}  {'topo':>4}  {'start C+I':>9}  {'best C+I':>8}  {'evals':>7}  {'C+I=0':>5}  {'s':>6}"]
     for s in summaries:
         lines.append(f"{s.run_id:<36}  {s.topology:>4}  {s.start_total:>9}  {s.best_total:>8}  {s.evaluations:>7}  "
                      f"{s.realisations:>5}  {s.seconds:>6.1f}")
@@ -510,7 +510,8 @@ def search_command(parser: argparse.ArgumentParser):
     parser.add_argument("--runs", type=int, default=1, help="number of runs (default 1)")
     parser.add_argument("--steps", type=int, help="logged proposals per annealed run (default: from --evaluations)")
     parser.add_argument("--evaluations", type=int, metavar="N",
-                        help="evaluation budget per run: the run ends once it has counted N configurations")
+                        help="evaluation budget per run: the run ends once it has counted N configurations "
+                             "(default: none, --steps ends the run)")
     parser.add_argument("--strategy", choices=STRATEGIES, default="anneal",
                         help="anneal: single-plane moves, every proposal logged (default); population: the public "
                              "solver's optimiser, best configuration saved as best.obj; symmetric: the same on "
@@ -519,16 +520,18 @@ def search_command(parser: argparse.ArgumentParser):
     parser.add_argument("--gate", type=float, default=GATE_QUANTILE, metavar="Q",
                         help="with --model: roll out only proposals whose predicted improvement probability is at "
                              f"least the Q quantile of the last {GATE_WINDOW} (default {GATE_QUANTILE}; 0: every one)")
-    parser.add_argument("--seed", type=int, help="make the runs reproducible (run i depends on the seed and i)")
+    parser.add_argument("--seed", type=int, help="make the runs reproducible (run i depends on the seed and i; "
+                        "default: fresh randomness)")
     parser.add_argument("--topology", type=int, help="search this topology (0..58) in every run; default random per run")
     parser.add_argument("--replicas", type=int, default=DEFAULT_REPLICAS, help="parallel rollout chains per proposal")
     parser.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS, help="rollout iterations per replica")
     parser.add_argument("--workers", type=int, help="worker processes (default: one per core, at most --runs)")
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="run the runs on a Dask cluster: a scheduler address, or local:N for N local worker "
-                             "processes (the archive must be on a file system every worker sees)")
+                             "processes (the archive must be on a file system every worker sees; default: worker processes here)")
     parser.add_argument("--split-runs-out", type=Path, metavar="FILE",
-                        help="write the first four runs as a train/validation/test/stress --split-runs file")
+                        help="write the first four runs as a train/validation/test/stress --split-runs file "
+                             "(default: none written)")
 
     def run(args) -> int:
         if args.model and not Path(args.model).is_file():

@@ -306,7 +306,7 @@ def _read_header(stream, name: str) -> int:
 def inspect_snapshot(path: str | os.PathLike, compute_digest: bool = True, includes_additional_runs: bool = False,
                      split_runs: Mapping[str, str] | None = None, progress: bool | None = False) -> SnapshotInfo:
     "Validate an SZTXP001 file and return its counts, per-split segments and SHA-256 corpus digest."
-    from tqdm import tqdm
+    from szrank.progress import progress_bar
     path = Path(path)
     name = str(path)
     scan = CorpusScan(name, split_runs, includes_additional_runs, compute_digest)
@@ -315,8 +315,8 @@ def inspect_snapshot(path: str | os.PathLike, compute_digest: bool = True, inclu
     with path.open("rb", buffering=0) as stream:
         size = os.fstat(stream.fileno()).st_size
         record_size = _read_header(stream, name)
-        with tqdm(total=max(0, size - EXPORT_HEADER.size), unit="B", unit_scale=True, desc=f"inspect {path.name}",
-                  disable=not progress if progress is not None else None, leave=False, file=sys.stderr) as bar:
+        with progress_bar(total=max(0, size - EXPORT_HEADER.size), unit="B", unit_scale=True,
+                          desc=f"inspect {path.name}", quiet=progress is False, leave=False) as bar:
             while True:
                 got = _read_into(stream, view)
                 whole = got - got % record_size
@@ -526,7 +526,7 @@ def create_training_snapshot(archive_root: str | os.PathLike, exporter: str | os
     `exporter_timeout`: seconds without a byte before the exporter counts as hung (None: wait forever).
     `on_start(path)` is called with the snapshot's final path before the exporter starts (so that a
     lock can record it, and the next run remove it should this process be killed)."""
-    from tqdm import tqdm
+    from szrank.progress import progress_bar
     split_runs = normalize_split_runs(split_runs)
     command = exporter_command(exporter, archive_root, split_runs, includes_additional_runs)
     snapshot_directory = Path(snapshot_directory)
@@ -543,8 +543,7 @@ def create_training_snapshot(archive_root: str | os.PathLike, exporter: str | os
     scan = CorpusScan(name, split_runs, includes_additional_runs)
     try:
         with partial_path.open("wb") as output, \
-             tqdm(unit="B", unit_scale=True, desc="export", leave=False, file=sys.stderr,
-                  disable=not progress if progress is not None else None) as bar:
+             progress_bar(unit="B", unit_scale=True, desc="export", leave=False, quiet=progress is False) as bar:
             record_size = _read_stream_header(process, pipe, output, name)
             partial = _copy_records(pipe, output, scan, record_size, bar)
             _check_export(process, scan, partial, record_size, split_runs, name)

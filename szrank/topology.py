@@ -375,10 +375,10 @@ def enumerate_labelled(on_solution: Callable[[tuple], bool | None], progress: Ca
 def enumerate_topologies(show_progress: bool = True) -> tuple[Facets, ...]:
     """All neighbourly triangulations of the orientable genus-6 surface on 12 vertices up to
     isomorphism, as canonical facet lists in lexicographic order (`LEX_TOPOLOGIES`; `TOPOLOGIES` is the paper's order)."""
-    from tqdm.auto import tqdm
+    from szrank.progress import progress_bar
     forms: set[Facets] = set()
-    bar = tqdm(total=1000, desc="K12 genus-6 triangulations", unit="‰", disable=not show_progress,
-               bar_format="{l_bar}{bar}| {n:.0f}/{total}‰ [{elapsed}<{remaining}] {postfix}")
+    bar = progress_bar(total=1000, desc="K12 genus-6 triangulations", unit="‰", quiet=not show_progress,
+                       bar_format="{l_bar}{bar}| {n:.0f}/{total}‰ [{elapsed}<{remaining}] {postfix}")
     solutions = 0
 
     def collect(triangles):
@@ -388,8 +388,7 @@ def enumerate_topologies(show_progress: bool = True) -> tuple[Facets, ...]:
         bar.set_postfix(labelled=solutions, classes=len(forms), refresh=False)
 
     def advance(fraction):
-        bar.n = 1000 * fraction
-        bar.refresh()
+        bar.update(1000 * fraction - bar.n)      # the share done so far, as a count (a log line when due)
 
     try:
         enumerate_labelled(collect, advance)

@@ -22,7 +22,6 @@ from typing import Callable
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from szrank.architecture import ENSEMBLE_SIZE, architecture_report
 from szrank.batches import RecordError, decode_batch, iter_record_batches, locate_record_fault
@@ -33,6 +32,7 @@ from szrank.metrics import evaluate_ensemble, report_gate, scalar_metrics
 from szrank.model import initialize_member
 from szrank.modelfile import PublishInterrupted, publish_model, reconcile_report, serialize_model
 from szrank.objective import member_loss
+from szrank.progress import progress_bar
 from szrank.snapshot import (DEPLOYMENT_EXTRA, SnapshotInfo, create_training_snapshot, inspect_snapshot,
                              load_split_runs)
 from szrank.train_config import TrainConfig, find_exporter, resolve_under_repository, validate_config
@@ -195,9 +195,7 @@ def train_epoch(snapshot: SnapshotInfo, splits: set, optimisation: Optimisation,
     stats = TrainEpochStats()
     batches = iter_record_batches(snapshot, splits, config.batch_size, config.shuffle_records, seed,
                                   config.max_records_per_split)
-    progress = config.progress
-    bar = tqdm(batches, total=total, desc=label, unit="batch", leave=False, file=sys.stderr,
-               disable=not progress if progress is not None else None)
+    bar = progress_bar(batches, total=total, desc=label, unit="batch", leave=False, quiet=config.progress is False)
     for raw_records in bar:
         try:
             batch = decode_batch(raw_records).to(device)

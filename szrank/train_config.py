@@ -58,7 +58,7 @@ class TrainConfig:
     device: str = "auto"
     split_runs: str | None = None        # JSON file naming the four split runs
     threads: int | None = None
-    progress: bool | None = None         # tqdm bars; None: only on a terminal
+    progress: bool | None = None         # False: quiet; else a bar on a terminal, lines in a log (szrank.progress)
 
 # %% ../nbs/szrank/26_train_config.ipynb 7
 def _add_path_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,38 +66,46 @@ def _add_path_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repository", default=".", help="repository root; relative paths resolve against it")
     parser.add_argument("--archive-root", default="results/search",
                         help="search archive root, relative to repository by default")
-    parser.add_argument("--exporter", help="TransformerTrainingExport executable path (default: searched as "
-                        "the seed does under REPOSITORY/build, then `szrank export`)")
-    parser.add_argument("--snapshot", help="reuse an existing SZTXP001 snapshot instead of launching exporter")
+    parser.add_argument("--exporter", help="the program that writes the archive's SZTXP001 training stream "
+                        "(default: `szrank export`, or a compiled TransformerTrainingExport found under "
+                        "REPOSITORY/build)")
+    parser.add_argument("--snapshot", help="train on this SZTXP001 snapshot instead of exporting one "
+                        "(default: export a fresh snapshot)")
     parser.add_argument("--snapshot-directory", default="runtime/transformer_training",
-                        help="temporary fixed-stream snapshot directory")
-    parser.add_argument("--keep-snapshot", action="store_true", help="retain generated snapshot")
+                        help="where the exported snapshot is written while the run trains")
+    parser.add_argument("--keep-snapshot", action="store_true", help="keep the exported snapshot after the run")
     parser.add_argument("--exporter-timeout", type=float, default=EXPORTER_TIMEOUT_SECONDS, metavar="SECONDS",
                         help="stop the exporter (and its process group) after this long without a byte; "
                              f"default {EXPORTER_TIMEOUT_SECONDS:g}")
     parser.add_argument("--deployment-all-runs", action="store_true",
-                        help=("include every sealed run in final deployment retraining while keeping the four "
-                              "fixed reporting splits; intended for the later full-corpus/200 GB retrain"))
-    parser.add_argument("--output-directory", default="results/search/neural/transformer")
-    parser.add_argument("--split-runs", help="JSON file naming the train/validation/test/stress run UUIDs")
+                        help=("also train the published model on every finished run beyond the four reporting "
+                              "splits (the splits still score it): a final retrain on the whole archive"))
+    parser.add_argument("--output-directory", default="results/search/neural/transformer",
+                        help="where the model (current.sztf), its report and curves are written")
+    parser.add_argument("--split-runs", help="JSON file naming the train/validation/test/stress run UUIDs "
+                        "(default: the four runs fixed for the first corpus)")
 
 # %% ../nbs/szrank/26_train_config.ipynb 8
 def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
     "The optimisation and gate flags, with the seed's defaults."
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    parser.add_argument("--report-epochs", type=int, default=5)
-    parser.add_argument("--deployment-epochs", type=int, default=0, help="0 uses the best reporting epoch")
-    parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--shuffle-records", type=int, default=32768)
-    parser.add_argument("--learning-rate", type=float, default=3.0e-4)
-    parser.add_argument("--weight-decay", type=float, default=1.0e-4)
-    parser.add_argument("--gradient-clip", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of initialisation, shuffling and bootstrap")
+    parser.add_argument("--report-epochs", type=int, default=5, help="epochs on the train split before the gate scores it")
+    parser.add_argument("--deployment-epochs", type=int, default=0,
+                        help="epochs of the retrain that is published; 0 uses the best reporting epoch (default 0)")
+    parser.add_argument("--batch-size", type=int, default=1024, help="records per optimiser step")
+    parser.add_argument("--shuffle-records", type=int, default=32768,
+                        help="records shuffled together in memory (1: stream order)")
+    parser.add_argument("--learning-rate", type=float, default=3.0e-4, help="AdamW peak learning rate")
+    parser.add_argument("--weight-decay", type=float, default=1.0e-4, help="AdamW weight decay")
+    parser.add_argument("--gradient-clip", type=float, default=1.0, help="clip each member's gradient norm to this")
     parser.add_argument("--gain-clip", type=float, default=0.0,
                         help="absolute signed-gain target clip; 0 keeps the complete target")
-    parser.add_argument("--ips-clip", type=float, default=4.0)
+    parser.add_argument("--ips-clip", type=float, default=4.0,
+                        help="upper clip of the inverse-propensity weight of a logged proposal")
     parser.add_argument("--max-records-per-split", type=int, default=0,
                         help="diagnostic bound; 0 trains on every exported record")
-    parser.add_argument("--minimum-gate-records", type=int, default=1000)
+    parser.add_argument("--minimum-gate-records", type=int, default=1000,
+                        help="fewest test and stress records the gate accepts a verdict on")
     parser.add_argument("--force-deploy", action="store_true",
                         help="publish despite a failed statistical gate (diagnostics only)")
 
