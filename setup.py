@@ -21,6 +21,9 @@ docs_requirements = cfg.get("docs_requirements", "").split()
 dev_requirements = cfg.get("dev_requirements", "").split()
 console_scripts = cfg.get("console_scripts", "").split()
 readme = HERE / "README.md"
+# settings.ini names the license as nbdev does; packaging metadata wants its SPDX name.
+LICENSES = {"apache2": "Apache-2.0"}
+docs_url = cfg.get("doc_host", "").rstrip("/") + cfg.get("doc_baseurl", "")
 
 setuptools.setup(
     name=cfg["lib_name"],
@@ -30,9 +33,12 @@ setuptools.setup(
     long_description_content_type="text/markdown",
     author=cfg["author"],
     author_email=cfg["author_email"],
-    license=cfg["license"],
+    license=LICENSES.get(cfg["license"], cfg["license"]),
+    license_files=["LICENSE"],
     keywords=cfg.get("keywords", ""),
     url=cfg.get("git_url"),
+    project_urls={"Documentation": docs_url, "Source": cfg.get("git_url"),
+                  "Changelog": f"{cfg.get('git_url')}/blob/{cfg.get('branch', 'main')}/CHANGELOG.md"},
     python_requires=f">={cfg['min_python']}",
     packages=setuptools.find_packages(include=["suvi_fill", "suvi_fill.*", "szrank", "szrank.*"]),
     include_package_data=True,

@@ -344,7 +344,7 @@ def fill_command(parser):
                         help="filler for the lost bands (default: learned, with --checkpoint)")
     parser.add_argument("--shards", type=Path, default=None,
                         help="a corpus already built from --source (default: build one inside --out, removed after)")
-    parser.add_argument("--resolution", type=int, default=None, help="resolution of the corpus built (see build; default: the files' own)")
+    parser.add_argument("--resolution", type=int, default=None, help="resolution of the corpus built (see build; default: the source's, at most 640)")
     parser.add_argument("--span", type=int, default=64, help="fill from frames up to this many slots away (default 64)")
     parser.add_argument("--start", default=None, help="first slot to fill, ISO (default: the archive's first)")
     parser.add_argument("--end", default=None, help="end of the slots to fill (exclusive), ISO (default: after the archive's last)")

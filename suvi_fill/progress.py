@@ -30,15 +30,13 @@ def line_seconds() -> float:
     return value if value >= 0 else LINE_SECONDS
 
 # %% ../nbs/suvi_fill/07_progress.ipynb 7
-def _amount(value: float, unit: str, scale: bool) -> str:
-    "`value` with its unit; bytes and other scaled units in k/M/G steps, as tqdm shows them."
-    if scale:
-        for prefix in ("", "k", "M", "G", "T"):
-            if abs(value) < 999.5:
-                return f"{value:.3g} {prefix}{unit}"
-            value /= 1000
-        return f"{value:.3g} P{unit}"
-    return f"{value:,.0f} {unit}" if float(value).is_integer() else f"{value:,.1f} {unit}"
+def _amount(value: float, unit: str) -> str:
+    "`value` with its unit in k/M/G steps (bytes, as tqdm's `unit_scale` shows them)."
+    for prefix in ("", "k", "M", "G", "T"):
+        if abs(value) < 999.5:
+            return f"{value:.3g} {prefix}{unit}"
+        value /= 1000
+    return f"{value:.3g} P{unit}"
 
 
 def _clock(seconds: float) -> str:
@@ -66,10 +64,12 @@ class ProgressLines:
         "The progress line: `desc: done/total unit (pct), rate, elapsed, left`."
         elapsed = time.monotonic() - self.started
         rate = (self.n - self.start_n) / elapsed if elapsed > 0 else 0.0
-        done = _amount(self.n, self.unit, self.unit_scale)
-        parts = [done if not self.total else
-                 f"{done} of {_amount(self.total, self.unit, self.unit_scale)} ({100 * self.n / self.total:.0f}%)"]
-        parts.append(f"{_amount(rate, self.unit, self.unit_scale)}/s" if self.unit_scale else f"{rate:.3g} {self.unit}/s")
+        if self.unit_scale:
+            counted = _amount(self.n, self.unit) + (f"/{_amount(self.total, self.unit)}" if self.total else "")
+        else:
+            counted = f"{self.n:,.0f}" + (f"/{self.total:,.0f}" if self.total else "") + f" {self.unit}"
+        parts = [counted + (f" ({100 * self.n / self.total:.0f}%)" if self.total else "")]
+        parts.append(f"{_amount(rate, self.unit)}/s" if self.unit_scale else f"{rate:.3g} {self.unit}/s")
         parts.append(f"{_clock(elapsed)} elapsed")
         if self.total and rate > 0 and self.n < self.total:
             parts.append(f"{_clock((self.total - self.n) / rate)} left")
@@ -138,8 +138,7 @@ def silenced(quiet: bool = True):
 def interactive(file=None) -> bool:
     "True where a redrawn bar is read, not logged: `file` (stderr) is a terminal, or this is a Jupyter kernel."
     from tqdm.auto import tqdm
-    from tqdm.std import tqdm as console_tqdm
-    if tqdm is not console_tqdm:                 # tqdm.auto chose the notebook widget
+    if any(kind.__name__ == "tqdm_notebook" for kind in tqdm.__mro__):   # tqdm.auto chose the notebook widget
         return True
     file = sys.stderr if file is None else file
     try:
