@@ -16,11 +16,15 @@ from szrank.geometry import FACE_COUNT, dual_vertices, layout, unit_planes
 from szrank.topology import LINK_LENGTH, PAPER_RELABELLINGS, TOPOLOGY_COUNT, TRIANGLE_COUNT
 
 # %% auto 0
-__all__ = ['OBJ_DIGITS', 'ObjError', 'read_obj', 'fit_planes', 'read_configuration', 'configuration_vertices', 'obj_text',
-           'write_obj', 'archive_configuration', 'obj_command']
+__all__ = ['OBJ_DIGITS', 'PUBLIC_RECORD', 'ObjError', 'read_obj', 'fit_planes', 'read_configuration', 'configuration_vertices',
+           'obj_text', 'write_obj', 'archive_configuration', 'obj_command']
 
 # %% ../nbs/szrank/35_obj.ipynb 3
 OBJ_DIGITS = 12    # significant digits per coordinate, as the public solver prints its float32 values
+# The public solver's symmetric record on its topology 42 (the paper's #43), C = 0 and I = 4, shipped with the
+# package (szrank/data/README.md names its source and MIT licence): a real configuration to draw and check.
+from szrank.topology import DATA_PATH as _DATA_PATH
+PUBLIC_RECORD = _DATA_PATH.with_name("topology_42_shape_c0_i4_optimalsymmetric.obj")
 
 # %% ../nbs/szrank/35_obj.ipynb 4
 class ObjError(SzrankError, ValueError):

@@ -11,13 +11,10 @@ from szrank.geometry import evaluate, layout, random_planes
 from szrank.obj import ObjError, archive_configuration, obj_command, read_configuration, read_obj, write_obj
 from szrank.search import run_search
 
-FIXTURES = Path("/work/shared/fixtures/szilassi/public_solver")
-if not FIXTURES.exists():
-    FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "szilassi" / "public_solver"
+FIXTURES = Path(__file__).resolve().parent / "data" / "szilassi" / "public_solver"   # copies, with their licence (README there)
 SHAPES = sorted(FIXTURES.glob("topology_*/shape_c*_i*_*.obj"))
 
 
-@pytest.mark.skipif(not SHAPES, reason="the public solver's saved configurations are not here")
 @pytest.mark.parametrize("path", SHAPES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_public_records_read_to_their_counts_and_write_back(path, tmp_path):
     topology, crossings, intersections = map(int, re.search(r"topology_(\d+)/shape_c(\d+)_i(\d+)_", path.as_posix()).groups())

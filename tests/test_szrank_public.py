@@ -8,9 +8,7 @@ import pytest
 from szrank.geometry import evaluate, evaluate_exact, layout, random_planes
 from szrank.topology import PAPER_RELABELLINGS
 
-FIXTURES = Path("/work/shared/fixtures/szilassi/public_solver")
-if not FIXTURES.exists():
-    FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "szilassi" / "public_solver"
+FIXTURES = Path(__file__).resolve().parent / "data" / "szilassi" / "public_solver"   # copies, with their licence (README there)
 SHAPES = sorted(FIXTURES.glob("topology_*/shape_c*_i*_*.obj"))
 NAME = re.compile(r"topology_(\d+)/shape_c(\d+)_i(\d+)_")
 

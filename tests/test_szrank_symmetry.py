@@ -15,9 +15,7 @@ from szrank.population import planes_from_x, population_search
 from szrank.symmetry import automorphisms, make_symmetry, permutation_order, symmetry_of
 from szrank.topology import TOPOLOGIES, TOPOLOGY_COUNT
 
-FIXTURES = Path("/work/shared/fixtures/szilassi/public_solver")
-if not FIXTURES.exists():
-    FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "szilassi" / "public_solver"
+FIXTURES = Path(__file__).resolve().parent / "data" / "szilassi" / "public_solver"   # copies, with their licence (README there)
 
 
 def test_automorphisms_map_the_triangles_onto_themselves():
@@ -53,7 +51,6 @@ def _orbits(symmetry):
     return _orbits(symmetry.permutation)
 
 
-@pytest.mark.skipif(not FIXTURES.exists(), reason="public solver fixtures not present")
 def test_the_public_records_lie_in_the_symmetric_space():
     "Each C+I = 4 record's S4 permutation of its triangles is an isometry of its vertices (det -1, trace -1)."
     for t, name in ((42, "shape_c0_i4_optimalsymmetric.obj"), (42, "shape_c4_i0_4.obj"), (58, "shape_c4_i0_2.obj")):
