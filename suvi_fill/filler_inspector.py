@@ -13,8 +13,9 @@ from suvi_fill import coding, paths
 from suvi_fill.sample import Sample
 
 # %% auto 0
-__all__ = ['ERROR_PERCENTILE', 'SAMPLES_SHOWN', 'field', 'predictions_for', 'error_limit', 'comparison', 'draw_band',
-           'plot_comparison', 'sample_title', 'filler_controls', 'no_sample_figure', 'filler_inspector']
+__all__ = ['ERROR_PERCENTILE', 'TITLE_POINTS', 'SUPTITLE_POINTS', 'FIGURE_WIDTH', 'PANEL_SIDE', 'TITLE_ROOM', 'SAMPLES_SHOWN',
+           'field', 'predictions_for', 'error_limit', 'comparison', 'draw_band', 'plot_comparison', 'sample_title',
+           'filler_controls', 'no_sample_figure', 'filler_inspector']
 
 # %% ../nbs/suvi_fill/53_filler_inspector.ipynb 6
 _MISSING = object()
@@ -63,16 +64,27 @@ def comparison(sample, predictions: dict) -> list:
     return rows
 
 # %% ../nbs/suvi_fill/53_filler_inspector.ipynb 16
+#: Font size of the panel titles and labels, in points: at the panel's 100 dpi a title is 15 px high in the PNG,
+#: so it stays >= 12 px on screen while the picture is shown at >= 80 % of its size (a figure at most
+#: `FIGURE_WIDTH` wide is shown at full size in a notebook column of 1000 px or more).
+TITLE_POINTS = 11
+SUPTITLE_POINTS = 13                # the sample's title over the panels
+FIGURE_WIDTH = 10.0                 # inches (1000 px): at most a notebook's output column, so the PNG is not shrunk
+PANEL_SIDE = 2.2                    # inches: a panel's side when the columns fit in `FIGURE_WIDTH`
+TITLE_ROOM = 0.5                    # inches above each panel for its two-line title
+
+
 def draw_band(top, bottom, row: dict, predictions) -> None:
-    "One lost band's two rows of axes: truth and outputs on `top`, error maps on `bottom` (a `comparison` row)."
+    """One lost band's two rows of axes: truth and outputs on `top` (titles: name, then PSNR), error maps on
+    `bottom` (a `comparison` row)."""
     top[0].imshow(row["truth"], origin="lower", cmap="gray", vmin=0, vmax=1)
-    top[0].set_title(f"truth {row['band']} Å", fontsize=8)
-    bottom[0].text(0.5, 0.5, f"error\n±{row['limit']:.3f}", ha="center", va="center", fontsize=8)
+    top[0].set_title(f"truth {row['band']} Å", fontsize=TITLE_POINTS)
+    bottom[0].text(0.5, 0.5, f"error\n±{row['limit']:.3f}", ha="center", va="center", fontsize=TITLE_POINTS)
     for c, name in enumerate(predictions, start=1):
         top[c].imshow(row["outputs"][name], origin="lower", cmap="gray", vmin=0, vmax=1)
-        top[c].set_title(f"{name} {row['psnr'][name]:.2f} dB", fontsize=8)
+        top[c].set_title(f"{name}\n{row['psnr'][name]:.2f} dB", fontsize=TITLE_POINTS)
         bottom[c].imshow(row["errors"][name], origin="lower", cmap="RdBu_r", vmin=-row["limit"], vmax=row["limit"])
-        bottom[c].set_title(f"{name} error", fontsize=8)
+        bottom[c].set_title(f"{name}\nerror", fontsize=TITLE_POINTS)
     for ax in (*top, *bottom):
         ax.set_axis_off()
 
@@ -82,7 +94,9 @@ def plot_comparison(sample, predictions: dict, figure=None, title=None):
     from matplotlib.figure import Figure
     rows = comparison(sample, predictions)
     columns = 1 + len(predictions)
-    figure = figure or Figure(figsize=(2.2 * columns, 2.3 * 2 * max(len(rows), 1)), layout="constrained")
+    side = min(PANEL_SIDE, FIGURE_WIDTH / columns)        # more fillers: smaller panels, not a wider picture
+    figure = figure or Figure(figsize=(side * columns, (side + TITLE_ROOM) * 2 * max(len(rows), 1) + TITLE_ROOM),
+                              layout="constrained")
     figure.clear()
     if not rows:
         figure.text(0.5, 0.5, "this sample lost no band", ha="center")
@@ -91,7 +105,7 @@ def plot_comparison(sample, predictions: dict, figure=None, title=None):
     for r, row in enumerate(rows):
         draw_band(axes[2 * r], axes[2 * r + 1], row, predictions)
     if title:
-        figure.suptitle(title, fontsize=9)
+        figure.suptitle(title, fontsize=SUPTITLE_POINTS)
     return figure
 
 # %% ../nbs/suvi_fill/53_filler_inspector.ipynb 21

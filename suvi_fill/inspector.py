@@ -14,7 +14,7 @@ from suvi_fill.errors import MissingData
 
 # %% auto 0
 __all__ = ['QUALITY_COLOURS', 'BAND_CHOICES', 'mapped', 'frame_display', 'plot_frame', 'plot_presence', 'plot_histogram',
-           'frame_figure', 'frame_caption', 'inspector_controls', 'inspector']
+           'frame_figure', 'frame_caption', 'channel_options', 'inspector_controls', 'inspector']
 
 # %% ../nbs/suvi_fill/24_inspector.ipynb 3
 def mapped(radiance, vmin: float, vmax: float, gamma: float) -> np.ndarray:
@@ -107,13 +107,14 @@ def plot_histogram(ax, shard, i: int, wavelength: int = 171, mapping=None, bins:
     return counts, edges
 
 # %% ../nbs/suvi_fill/24_inspector.ipynb 11
-def frame_figure(shard, slot: int, bands, mapping: dict):
-    "The inspector's figure: the frame, its histogram under the mapping, and the day's presence strip."
+def frame_figure(shard, slot: int, bands, mapping: dict, histogram: int | None = None):
+    """The inspector's figure: the frame, the histogram of band `histogram` (default: the first shown) under the
+    mapping, and the day's presence strip."""
     from matplotlib.figure import Figure
     figure = Figure(figsize=(13, 6), layout="constrained")
     grid = figure.add_gridspec(2, 2, height_ratios=(4, 1))
     plot_frame(figure.add_subplot(grid[0, 0]), shard, slot, bands, mapping)
-    wavelength = bands[0] if isinstance(bands, tuple) else bands
+    wavelength = histogram or (bands[0] if isinstance(bands, tuple) else bands)
     plot_histogram(figure.add_subplot(grid[0, 1]), shard, slot, wavelength, mapping)
     plot_presence(figure.add_subplot(grid[1, :]), shard, slot)
     return figure
@@ -130,6 +131,13 @@ BAND_CHOICES = [(f"{w} Å", (w,)) for w in paths.WAVELENGTHS] + [
     ("RGB 304/171/195", (304, 171, 195)), ("RGB 94/131/171", (94, 131, 171)), ("RGB 171/195/284", (171, 195, 284))]
 
 
+def channel_options(bands: tuple) -> list:
+    "The channel buttons of a band choice: `(label, wavelength)`, labelled R, G, B in an RGB."
+    if len(bands) == 1:
+        return [(f"{bands[0]} Å", bands[0])]
+    return [(f"{colour} {w} Å", w) for colour, w in zip("RGB", bands)]
+
+
 def inspector_controls(satellites, days, satellite=None, day=None) -> dict:
     "The inspector's control widgets by name (sliders update on release: a redraw takes a moment)."
     import ipywidgets as widgets
@@ -139,6 +147,7 @@ def inspector_controls(satellites, days, satellite=None, day=None) -> dict:
         day=widgets.Dropdown(options=days, value=day or days[0], description="day"),
         slot=widgets.IntSlider(min=0, max=paths.SLOTS_PER_DAY - 1, value=0, description="slot", **quiet),
         band=widgets.Dropdown(options=BAND_CHOICES, value=(171,), description="band"),
+        channel=widgets.ToggleButtons(options=channel_options((171,)), description="sliders for"),
         vmin=widgets.FloatLogSlider(base=10, min=-4, max=2, step=0.05, description="vmin", **quiet),
         vmax=widgets.FloatLogSlider(base=10, min=-2, max=4, step=0.05, description="vmax", **quiet),
         gamma=widgets.FloatSlider(min=0.1, max=1.5, step=0.01, description="gamma", **quiet),
@@ -155,32 +164,58 @@ def inspector(directory, satellite: int | None = None, day: str | None = None):
     if not shards:
         raise MissingData(f"{directory}: no shards (build the corpus with suvi-fill build)")
     c = inspector_controls(sorted({s for _, s in shards}), sorted({d for d, _ in shards}), satellite, day)
-    quiet = {"on": False}
+    quiet, mappings = {"on": False}, {}             # mappings: per wavelength, (vmin, vmax, gamma) as last set
+
+    def bench(wavelength: int) -> tuple:
+        vmin, vmax, gamma = coding.DISPLAY_MAPPING[wavelength]
+        return max(vmin, 10.0 ** c["vmin"].min), vmax, gamma       # no lower than the vmin slider goes
+
+    def mapping() -> dict:
+        "The mapping of each band shown, as the next picture is drawn with it."
+        return {w: mappings.setdefault(w, bench(w)) for w in c["band"].value}
 
     def draw():
         shard = shards.get((c["day"].value, c["satellite"].value))
         if shard is None:
             raise MissingData(f"no shard for {c['day'].value} g{c['satellite'].value}")
         band = c["band"].value
-        mapping = {band[0]: (c["vmin"].value, c["vmax"].value, c["gamma"].value)}
         bands = band if len(band) == 3 else band[0]
-        return (frame_figure(shard, c["slot"].value, bands, mapping),
-                frame_caption(c["satellite"].value, c["day"].value, c["slot"].value, bands))
+        caption = frame_caption(c["satellite"].value, c["day"].value, c["slot"].value, bands)
+        if len(band) == 3:
+            caption += f" · vmin/vmax/gamma of {c['channel'].label}"
+        return frame_figure(shard, c["slot"].value, bands, mapping(), histogram=c["channel"].value), caption
 
     panel = PlotPanel(draw)
+
+    def load(*_):
+        "The chosen channel's mapping onto the sliders, then one redraw (not one per slider)."
+        quiet["on"] = True
+        try:
+            c["vmin"].value, c["vmax"].value, c["gamma"].value = mapping()[c["channel"].value]
+        finally:
+            quiet["on"] = False
+        panel.redraw()
+
+    def slid(*_):
+        if not quiet["on"]:
+            mappings[c["channel"].value] = (c["vmin"].value, c["vmax"].value, c["gamma"].value)
+            panel.redraw()
 
     def redraw(*_):
         if not quiet["on"]:
             panel.redraw()
 
     def reset(*_):
-        vmin, vmax, gamma = coding.DISPLAY_MAPPING[c["band"].value[0]]
-        quiet["on"] = True                     # one redraw, not one per slider
+        "The bench mapping for every band shown, the channel buttons of the band choice."
+        band = c["band"].value
+        mappings.update({w: bench(w) for w in band})
+        quiet["on"] = True
         try:
-            c["vmin"].value, c["vmax"].value, c["gamma"].value = max(vmin, 1e-4), vmax, gamma
+            c["channel"].options = channel_options(band)
+            c["channel"].value = band[0]
         finally:
             quiet["on"] = False
-        panel.redraw()
+        load()
 
     def next_present(*_):
         shard = shards.get((c["day"].value, c["satellite"].value))
@@ -188,13 +223,16 @@ def inspector(directory, satellite: int | None = None, day: str | None = None):
         if len(later):
             c["slot"].value = int(c["slot"].value + 1 + later[0])
 
-    for name in ("satellite", "day", "slot", "vmin", "vmax", "gamma"):
+    for name in ("satellite", "day", "slot"):
         c[name].observe(redraw, names="value")
+    for name in ("vmin", "vmax", "gamma"):
+        c[name].observe(slid, names="value")
+    c["channel"].observe(lambda *_: quiet["on"] or load(), names="value")
     c["band"].observe(reset, names="value")
     c["reset"].on_click(reset)
     c["next"].on_click(next_present)
     box = widgets.VBox([widgets.HBox([c["satellite"], c["day"], c["band"]]), widgets.HBox([c["slot"], c["next"]]),
-                        widgets.HBox([c["vmin"], c["vmax"], c["gamma"], c["reset"]]), panel.widget])
-    box.controls, box.panel = c, panel
+                        widgets.HBox([c["vmin"], c["vmax"], c["gamma"], c["reset"]]), c["channel"], panel.widget])
+    box.controls, box.panel, box.mapping = c, panel, mapping
     reset()
     return panel.shown(box)

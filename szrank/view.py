@@ -5,6 +5,7 @@
 # %% ../nbs/szrank/38_view.ipynb 2
 from __future__ import annotations
 
+import html
 import uuid
 from pathlib import Path
 
@@ -13,16 +14,28 @@ import numpy as np
 from szrank.errors import ConfigError
 from szrank.geometry import evaluate, layout
 from szrank.obj import configuration_vertices
+from szrank.panel import STATIC_NOTE, PlotPanel
 
 # %% auto 0
-__all__ = ['FACE_ALPHA', 'EDGE_COLOURS', 'EDGE_WIDTHS', 'ZOOM', 'marked_edges', 'configuration_figure', 'new_bests',
-           'NewBestBrowser']
+__all__ = ['FACE_OPACITY', 'FACE_COLOURS', 'EDGE_COLOURS', 'EDGE_WIDTHS', 'BOX_MARGIN', 'CAMERA_EYE', 'VIEW_HEIGHT',
+           'VIEW_CONFIG', 'marked_edges', 'polygon_triangles', 'configuration_figure', 'view_html', 'new_bests',
+           'ViewPanel', 'NewBestBrowser']
 
 # %% ../nbs/szrank/38_view.ipynb 3
-FACE_ALPHA = 0.18                  # the faces are see-through: the marked edges behind them stay visible
-EDGE_COLOURS = {"edge": "0.55", "crossing": "tab:red", "intersecting": "tab:blue"}
-EDGE_WIDTHS = {"edge": 0.6, "crossing": 2.2, "intersecting": 2.2}
-ZOOM = 1.5                         # half-width of the view: 1.5 x the distance holding 3/4 of the vertices
+FACE_OPACITY = 0.4                 # the faces are see-through: the marked edges behind them stay visible
+#: One colour per face (ColorBrewer's Set3, the 12 pale colours plotly calls `qualitative.Set3`): pale, so the
+#: red and blue marked edges stand out in front of and behind every face.
+FACE_COLOURS = ("#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462",
+                "#b3de69", "#fccde5", "#d9d9d9", "#bc80bd", "#ccebc5", "#ffed6f")
+EDGE_COLOURS = {"edge": "#555555", "crossing": "#d62728", "intersecting": "#1f3fbf"}
+EDGE_WIDTHS = {"edge": 2, "crossing": 7, "intersecting": 7}     # px on screen
+BOX_MARGIN = 0.04                  # the box is 4 % wider than the configuration: no vertex on (or past) its walls
+#: Where the camera starts, in units of the box's half-width: far enough that the whole box is in the picture
+#: (plotly's default, (1.25, 1.25, 1.25), cuts off the nearest corner of a cube).
+CAMERA_EYE = dict(x=1.6, y=1.6, z=1.0)
+VIEW_HEIGHT = 640                  # px; the width follows the notebook's (or the page's) column
+#: plotly's options of the view: no logo, the width follows the column, the scroll wheel zooms.
+VIEW_CONFIG = {"displaylogo": False, "responsive": True, "scrollZoom": True}
 
 # %% ../nbs/szrank/38_view.ipynb 5
 def marked_edges(normals, offsets, topology: int) -> tuple[np.ndarray, np.ndarray, int, int]:
@@ -40,48 +53,90 @@ def _segments(vertices, L, edges) -> np.ndarray:
     "(E, 2, 3) end points of global edges."
     return vertices[L.edge_ends[np.asarray(edges, dtype=np.int64)]].reshape(-1, 2, 3)
 
-# %% ../nbs/szrank/38_view.ipynb 8
-def _draw_configuration(axes, normals, offsets, topology: int) -> tuple[int, int]:
-    "Faces and edges of one configuration on 3-D axes; returns (C, I)."
-    from mpl_toolkits.mplot3d.art3d import Line3DCollection, Poly3DCollection
+# %% ../nbs/szrank/38_view.ipynb 9
+def _cross(a, b) -> np.ndarray:
+    "z component of the cross product of 2-D vectors."
+    return a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
+
+
+def polygon_triangles(points) -> np.ndarray:
+    """(n - 2, 3) corner indices of triangles that tile the planar polygon with corners `points` ((n, 2) or
+    (n, 3), in order); ear clipping, with the most convex corner clipped when no ear is left (a
+    self-intersecting polygon)."""
+    P = np.asarray(points, dtype=np.float64)
+    if P.shape[1] == 3:                                   # to 2-D coordinates in the polygon's plane
+        centred = P - P.mean(axis=0)
+        P = centred @ np.linalg.svd(centred)[2][:2].T
+    orientation = 1.0 if _cross(P, np.roll(P, -1, axis=0)).sum() >= 0 else -1.0   # counter-clockwise: +1
+    remaining, triangles = list(range(len(P))), []
+    while len(remaining) > 3:
+        m = len(remaining)
+        turns = [orientation * _cross(P[remaining[j]] - P[remaining[j - 1]], P[remaining[(j + 1) % m]] - P[remaining[j]])
+                 for j in range(m)]
+        ear = next((j for j in range(m) if turns[j] > 0 and not _holds_a_corner(P, remaining, j)), None)
+        j = int(np.argmax(turns)) if ear is None else ear
+        triangles.append((remaining[j - 1], remaining[j], remaining[(j + 1) % m]))
+        remaining.pop(j)
+    triangles.append(tuple(remaining))
+    return np.array(triangles, dtype=np.int64)
+
+
+def _holds_a_corner(P, remaining, j) -> bool:
+    "Whether the triangle at corner `remaining[j]` holds (or touches) another remaining corner: then it is no ear."
+    m = len(remaining)
+    a, b, c = (P[remaining[(j + k) % m]] for k in (-1, 0, 1))
+    others = P[[q for k, q in enumerate(remaining) if k not in ((j - 1) % m, j, (j + 1) % m)]]
+    if len(others) == 0:
+        return False
+    sides = np.stack([_cross(b - a, others - a), _cross(c - b, others - b), _cross(a - c, others - c)])
+    return bool(((sides >= 0).all(axis=0) | (sides <= 0).all(axis=0)).any())
+
+# %% ../nbs/szrank/38_view.ipynb 11
+def _lines(segments) -> dict:
+    """x, y, z of (E, 2, 3) segments as one polyline broken by NaN (plotly draws no line through a NaN); no segment
+    gives one NaN point, so that the trace (and its legend entry) still exists."""
+    points = np.concatenate([segments, np.full((len(segments), 1, 3), np.nan)], axis=1).reshape(-1, 3)
+    points = points if len(points) else np.full((1, 3), np.nan)
+    return dict(zip("xyz", points.T))
+
+
+def configuration_figure(normals, offsets, topology: int, title: str | None = None, height: int = VIEW_HEIGHT):
+    """A plotly `Figure` of one configuration that turns with the mouse: its 12 faces (see-through, one colour
+    each), its edges, crossing edges red and intersecting edges blue, C and I in the legend; the scene's box holds
+    every vertex."""
+    import plotly.graph_objects as go
     L, n, d, vertices = configuration_vertices(normals, offsets, topology, "draw")
     crossing, intersecting, C, I = marked_edges(n, d, topology)
-    colours = [f"C{i % 10}" for i in range(len(L.corners))]
-    axes.add_collection3d(Poly3DCollection(vertices[L.corners], facecolors=colours, alpha=FACE_ALPHA, linewidths=0),
-                          axlim_clip=True)
+    x, y, z = vertices.T
+    traces = []
+    for face, corners in enumerate(L.corners):
+        i, j, k = corners[polygon_triangles(vertices[corners])].T
+        traces.append(go.Mesh3d(x=x, y=y, z=z, i=i, j=j, k=k, color=FACE_COLOURS[face % len(FACE_COLOURS)],
+                                opacity=FACE_OPACITY, flatshading=True, name=f"face {face}", hoverinfo="name",
+                                showlegend=False))
     plain = np.setdiff1d(np.arange(len(L.edge_ends)), np.union1d(crossing, intersecting))
-    for kind, edges in (("edge", plain), ("crossing", crossing), ("intersecting", intersecting)):
-        if len(edges):
-            axes.add_collection3d(Line3DCollection(_segments(vertices, L, edges), colors=EDGE_COLOURS[kind],
-                                                   linewidths=EDGE_WIDTHS[kind]), axlim_clip=True)
-    middle = np.median(vertices, axis=0)                   # a few far vertices would shrink the rest to a dot:
-    half = ZOOM * np.percentile(np.abs(vertices - middle).max(axis=1), 75)   # zoom on the bulk, clip the spikes
-    axes.set(xlim=(middle[0] - half, middle[0] + half), ylim=(middle[1] - half, middle[1] + half),
-             zlim=(middle[2] - half, middle[2] + half))
-    axes.set_box_aspect((1, 1, 1))
-    return C, I
-
-# %% ../nbs/szrank/38_view.ipynb 9
-def _legend_handles(C: int, I: int) -> list:
-    "Legend entries of the two marked edge kinds, with C and I (shown even when an edge kind is absent)."
-    from matplotlib.lines import Line2D
-    return [Line2D([], [], color=EDGE_COLOURS[kind], linewidth=EDGE_WIDTHS[kind], label=label)
-            for kind, label in (("crossing", f"crossing edges: C = {C}"), ("intersecting", f"intersecting edges: I = {I}"))]
-
-# %% ../nbs/szrank/38_view.ipynb 10
-def configuration_figure(normals, offsets, topology: int, title: str | None = None, size: float = 6.0,
-                         elevation: float = 20.0, azimuth: float = -60.0):
-    "A `matplotlib.figure.Figure` of one configuration: faces, crossing (red) and intersecting (blue) edges."
-    from matplotlib.figure import Figure
-    figure = Figure(figsize=(size, size), layout="constrained")
-    axes = figure.add_subplot(projection="3d")
-    C, I = _draw_configuration(axes, normals, offsets, topology)
-    axes.view_init(elev=elevation, azim=azimuth)
-    axes.legend(handles=_legend_handles(C, I), loc="upper left", fontsize="small")
-    axes.set_title(title or f"topology {topology} (the paper's #{topology + 1}): C+I = {C + I}", fontsize="medium")
+    for kind, edges, label in (("edge", plain, "edges"), ("crossing", crossing, f"crossing edges: C = {C}"),
+                               ("intersecting", intersecting, f"intersecting edges: I = {I}")):
+        traces.append(go.Scatter3d(**_lines(_segments(vertices, L, edges)), mode="lines", name=label,
+                                   line=dict(color=EDGE_COLOURS[kind], width=EDGE_WIDTHS[kind]), hoverinfo="name"))
+    low, high = vertices.min(axis=0), vertices.max(axis=0)
+    middle, half = (low + high) / 2, (1 + BOX_MARGIN) * (high - low).max() / 2      # a cube around every vertex
+    scene = {f"{a}axis": dict(range=[float(middle[k] - half), float(middle[k] + half)], title=a)
+             for k, a in enumerate("xyz")}
+    figure = go.Figure(traces)
+    figure.update_layout(
+        title=title or f"topology {topology} (the paper's #{topology + 1}): C+I = {C + I}", height=height,
+        scene=dict(**scene, aspectmode="cube", camera=dict(eye=CAMERA_EYE)), legend=dict(x=0, y=1, bgcolor="rgba(255,255,255,0.7)"),
+        margin=dict(l=0, r=0, t=40, b=0))
     return figure
 
 # %% ../nbs/szrank/38_view.ipynb 14
+def view_html(figure) -> str:
+    "HTML of a plotly figure with plotly.js inline (no CDN: it renders offline), a `<div>` to embed in a page."
+    return figure.to_html(include_plotlyjs=True, full_html=False, config=VIEW_CONFIG, default_width="100%",
+                          default_height=f"{figure.layout.height or VIEW_HEIGHT}px")
+
+# %% ../nbs/szrank/38_view.ipynb 19
 def new_bests(archive: Path, run: str) -> dict:
     """A run's improving events: `sequence`, `evaluations` (used when reached), `total` (C+I), `normals`,
     `offsets` (arrays over the events, in order) and the run's `topology`."""
@@ -101,21 +156,46 @@ def new_bests(archive: Path, run: str) -> dict:
                 total=chosen["result_defects"].astype(np.int64).sum(axis=1),
                 normals=chosen["result_normals"].astype(np.float64), offsets=chosen["result_offsets"].astype(np.float64))
 
-# %% ../nbs/szrank/38_view.ipynb 15
-class NewBestBrowser:
-    "A slider over a run's new bests showing each one's 3-D view, C+I and evaluations used."
+# %% ../nbs/szrank/38_view.ipynb 21
+class ViewPanel(PlotPanel):
+    "A `PlotPanel` whose picture is a turnable 3-D view: `draw() -> (plotly Figure, caption)`."
 
-    def __init__(self, archive: Path, run: str, size: float = 5.0):
+    def __init__(self, draw):
         import ipywidgets as widgets
-        from szrank.panel import PlotPanel
-        self.bests, self.size = new_bests(archive, run), size
+        super().__init__(draw)
+        self.view = widgets.Output()
+        self.view.add_class("plot-view")
+        self.widget.children = (self.view, *self.widget.children[1:])      # the view in place of the PNG
+
+    def show(self, figure) -> str:
+        "Put the view of `figure` in the panel (`None` empties it); returns its HTML."
+        page = "" if figure is None else view_html(figure)
+        self.view.outputs = ({"output_type": "display_data", "metadata": {},
+                              "data": {"text/html": page, "text/plain": "[3-D view]"}},) if page else ()
+        return page
+
+    def static(self, page: str, caption: str) -> dict:
+        "The first view as a plain output: its HTML (it still turns) and caption, hidden while the panel is live."
+        text = html.escape(caption)
+        return {"text/html": f'<div class="plot-static plot-static-{self.key}">{page}'
+                             f'<div class="plot-static-caption">{text} ({STATIC_NOTE})</div></div>',
+                "text/plain": f"[3-D view: {caption}]"}
+
+# %% ../nbs/szrank/38_view.ipynb 23
+class NewBestBrowser:
+    """A slider over a run's new bests showing each one's turnable 3-D view, C+I and evaluations used;
+    `widget` displays as the live widget and the first view as a plain output."""
+
+    def __init__(self, archive: Path, run: str, height: int = VIEW_HEIGHT):
+        import ipywidgets as widgets
+        self.bests, self.height = new_bests(archive, run), height
         count = len(self.bests["total"])
         self.slider = widgets.IntSlider(value=count - 1, min=0, max=count - 1, description="new best",
                                         continuous_update=False)
         self.label = widgets.Label()
-        self.panel = PlotPanel(self._draw)
+        self.panel = ViewPanel(self._draw)
         self.slider.observe(self.panel.redraw, names="value")
-        self.widget = widgets.VBox([widgets.HBox([self.slider, self.label]), self.panel.widget])
+        self.widget = self.panel.shown(widgets.VBox([widgets.HBox([self.slider, self.label]), self.panel.widget]))
         self.panel.redraw()
 
     def _draw(self):
@@ -123,5 +203,5 @@ class NewBestBrowser:
         text = (f"new best {k + 1} of {len(b['total'])}: C+I {b['total'][k]} after {b['evaluations'][k]:,} "
                 f"evaluations (event {b['sequence'][k]})")
         self.label.value = text
-        figure = configuration_figure(b["normals"][k], b["offsets"][k], b["topology"], size=self.size)
+        figure = configuration_figure(b["normals"][k], b["offsets"][k], b["topology"], title=text, height=self.height)
         return figure, text

@@ -32,4 +32,17 @@ def test_plots_show_the_frame_presence_and_mapping(tmp_path):
     assert box.controls["gamma"].value == metrics.DISPLAY_MAPPING[171][2]
     box.controls["band"].value = (195,)
     assert box.controls["vmax"].value == metrics.DISPLAY_MAPPING[195][1]
+    box.controls["band"].value = (304, 171, 195)          # an RGB: the sliders act on the chosen channel only
+    assert [label for label, _ in box.controls["channel"].options] == ["R 304 Å", "G 171 Å", "B 195 Å"]
+    box.controls["channel"].value = 195
+    before = box.panel.image.value
+    box.controls["vmax"].value = 1.0
+    bench = {w: metrics.DISPLAY_MAPPING[w] for w in (304, 171, 195)}
+    assert box.mapping() == {**bench, 195: (bench[195][0], 1.0, bench[195][2])}
+    assert box.panel.image.value != before and box.panel.caption.value.endswith("· vmin/vmax/gamma of B 195 Å")
+    rgb = inspector.frame_display(shard, 11, (304, 171, 195), box.mapping())
+    assert np.allclose(rgb[..., 2], inspector.mapped(dataset.decode(shard.band(11, 3)), bench[195][0], 1.0, bench[195][2]))
+    assert np.allclose(rgb[..., 1], metrics.to_display(dataset.decode(shard.band(11, 2)), 171))
+    box.controls["channel"].value = 304                    # red's own mapping comes back onto the sliders
+    assert (box.controls["vmax"].value, box.controls["gamma"].value) == bench[304][1:]
     plt.close("all")

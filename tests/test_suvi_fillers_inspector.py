@@ -14,7 +14,8 @@ from test_suvi_fillers import fill_corpus, test_samples  # noqa: F401 (fixtures)
 def test_comparison_content(test_samples):
     from suvi_fill import paths
     from suvi_fill.bench import band_psnr
-    from suvi_fill.filler_inspector import comparison, plot_comparison, predictions_for, sample_title
+    from suvi_fill.filler_inspector import (FIGURE_WIDTH, TITLE_POINTS, comparison, plot_comparison, predictions_for,
+                                             sample_title)
     from suvi_fill.fillers import make_filler
     fillers = {n: make_filler(n) for n in ("nearest", "optical_flow", "blend")}
     for sample in test_samples[:3]:
@@ -34,8 +35,9 @@ def test_comparison_content(test_samples):
         assert len(figure.axes) == 2 * len(rows) * 4
         titles = [ax.get_title() for ax in figure.axes]
         assert titles[0] == f"truth {rows[0]['band']} Å"
-        assert titles[1] == f"nearest {rows[0]['psnr']['nearest']:.2f} dB"
-        assert titles[4 + 2] == "optical_flow error"
+        assert titles[1] == f"nearest\n{rows[0]['psnr']['nearest']:.2f} dB"
+        assert titles[4 + 2] == "optical_flow\nerror"
+        assert {ax.title.get_fontsize() for ax in figure.axes if ax.get_title()} == {TITLE_POINTS} and figure.get_figwidth() <= FIGURE_WIDTH
         image = figure.axes[4 + 1].images[0]
         assert image.get_cmap().name == "RdBu_r" and image.get_clim() == (-rows[0]["limit"], rows[0]["limit"])
         assert f"g{sample['satellite']}" in figure._suptitle.get_text()
