@@ -111,3 +111,33 @@ def test_a_kept_snapshot_of_a_killed_run_is_not_removed_by_the_next_run(tmp_path
     result = train_after(tmp_path, out, snapshots)
     assert not partial.exists() and f"removed {partial}," in result.stderr, result.stderr
     assert kept[0].stat().st_size == size
+
+
+# ------------------------------------------------------------------ 4. a wrong --model file read whole
+def limited_memory(limit: int):
+    "A preexec_fn capping the child's address space at `limit` bytes."
+    def apply():
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    return apply
+
+
+def test_a_huge_wrong_model_file_is_refused_from_its_header_without_being_read(tmp_path):
+    from szrank.model import initialize_member
+    from szrank.modelfile import HEADER_METRICS, serialize_model
+    validation = dict(zip(HEADER_METRICS, (0.6, 0.2, 0.03, 0.5, 1.6, 0.4, 0.6, 0.3)), records=5000)
+    good = serialize_model([initialize_member(seed, "cpu") for seed in range(3)], 1, b"\1" * 32, validation)
+    limit = 4 * 2**30                                       # the tester's 4 GB machine
+    for name, header in (("corpus.sztx", b"SZTXP001" + bytes(152)), ("grown.sztf", good[:160])):
+        big = tmp_path / name
+        with open(big, "wb") as file:                       # sparse: 5 GiB that take no disk
+            file.write(header)
+            file.truncate(5 * 2**30)
+        result = run([tool("szrank"), "search", "--archive", str(tmp_path / "archive"), "--steps", "1",
+                      "--model", str(big)], preexec_fn=limited_memory(limit))
+        assert result.returncode == 2, result.stderr
+        line = one_line(result.stderr, "szrank search: error: ")
+        assert line.startswith(f"szrank search: error: {big}: "), line
+        assert ("bad magic b'SZTXP001'" in line if name == "corpus.sztx"
+                else f"file size is {5 * 2**30} bytes, header and payload need exactly {len(good)}" in line), line
+        assert not (tmp_path / "archive").exists()
