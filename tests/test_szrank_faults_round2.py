@@ -141,3 +141,151 @@ def test_a_huge_wrong_model_file_is_refused_from_its_header_without_being_read(t
         assert ("bad magic b'SZTXP001'" in line if name == "corpus.sztx"
                 else f"file size is {5 * 2**30} bytes, header and payload need exactly {len(good)}" in line), line
         assert not (tmp_path / "archive").exists()
+
+
+# ------------------------------------------------------------------ 12. two searches, one run id
+def test_a_run_folder_is_claimed_exclusively(tmp_path, monkeypatch):
+    "The other process's folder appears between a look and a create: the second writer must still be refused."
+    import uuid
+    from szrank import archive
+    from szrank.archive import ArchiveError, RunWriter, run_metadata
+    run_id = uuid.UUID(int=12, version=4)
+    first = RunWriter(tmp_path, run_id, {"who": "first"})
+
+    class LooksTooEarly(type(Path())):
+        def exists(self, *args, **kwargs):      # what a second process saw an instant before the first created it
+            return False
+
+    monkeypatch.setattr(archive, "Path", LooksTooEarly)
+    with pytest.raises(ArchiveError, match=rf"{tmp_path / str(run_id)}: run already in the archive"):
+        RunWriter(tmp_path, run_id, {"who": "second"})
+    monkeypatch.undo()
+    assert run_metadata(first.directory)["who"] == "first"
+
+
+def test_two_searches_of_one_seed_at_the_same_instant_get_one_run_folder_each_or_a_refusal(tmp_path):
+    import multiprocessing
+    from szrank.archive import list_runs
+    context = multiprocessing.get_context("spawn")
+    for attempt in range(3):
+        archive = tmp_path / f"a{attempt}"
+        barrier = context.Barrier(2)
+        outcomes = context.Queue()
+        workers = [context.Process(target=_claim, args=(archive, barrier, outcomes)) for _ in range(2)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(120)
+        results = sorted(outcomes.get(timeout=10) for _ in workers)
+        assert results[0] == "ok" and results[1].startswith("refused: "), results
+        assert len(list_runs(archive)) == 1
+
+
+def _claim(archive, barrier, outcomes):
+    "One of two processes opening run 0 of seed 9 at the same instant."
+    from szrank.archive import ArchiveError, RunWriter
+    from szrank.search import run_stream
+    run_id = run_stream(9, 0)[1]
+    barrier.wait()
+    try:
+        with RunWriter(archive, run_id, {"pid": os.getpid()}):
+            pass
+        outcomes.put("ok")
+    except ArchiveError as exc:
+        outcomes.put(f"refused: {exc}")
+
+
+def test_a_population_seed_already_in_the_archive_is_refused_before_any_work(tmp_path, monkeypatch):
+    from szrank import population
+    from szrank.search import run_searches
+    common = dict(runs=1, steps=None, seed=4, topology=42, workers=1, show_progress=False, budget=300,
+                  strategy="population")
+    first = run_searches(tmp_path, **common)
+    before = sorted(p.name for p in tmp_path.iterdir())
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the search ran before the seed was refused")
+
+    monkeypatch.setattr(population, "population_search", no_work)
+    with pytest.raises(Exception, match=rf"{tmp_path / first[0].run_id}: run 0 of --seed 4 \(population\) is "
+                                        r"already in the archive; use another --seed"):
+        run_searches(tmp_path, **common)
+    from szrank.search import run_population       # the run itself, called directly: its folder comes first too
+    with pytest.raises(Exception, match="run already in the archive"):
+        run_population(tmp_path, 42, 300, seed=4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+# ------------------------------------------------------------------ 15. unusable --scheduler addresses
+@pytest.mark.parametrize("address, message", [
+    ("tls://127.0.0.1:1", "cannot reach the Dask scheduler (TLS expects a `ssl_context` argument"),
+    ("inproc://x", "inproc:// is not an address another process can serve; give tcp://HOST:PORT"),
+    ("127.0.0.1", "cannot reach the Dask scheduler (missing port number in address '127.0.0.1')")])
+def test_an_unusable_scheduler_address_is_one_line(tmp_path, address, message):
+    pytest.importorskip("dask.distributed")
+    result = run([tool("szrank"), "search", "--archive", str(tmp_path / "archive"), "--steps", "1",
+                  "--scheduler", address], timeout=120)
+    assert result.returncode == 2, result.stderr
+    line = one_line(result.stderr, "szrank search: error: ")
+    assert line.startswith(f"szrank search: error: --scheduler {address}: ") and message in line, line
+    assert not (tmp_path / "archive").exists()
+
+
+# ------------------------------------------------------------------ 16. flags out of range
+@pytest.mark.parametrize("flags, message", [
+    (["--replicas", "-5"], "--replicas must be 0..4096, not -5"),
+    (["--iterations", "-3"], "--iterations must be 0..1000000, not -3"),
+    (["--replicas", str(10**8)], f"--replicas must be 0..4096, not {10**8}"),
+    (["--topology", "59"], "--topology must be 0..58, not 59"),
+    (["--seed", "-1"], "--seed must be 0 or more, not -1"),
+    (["--strategy", "population", "--evaluations", "50", "--topology", "-1"], "--topology must be 0..58, not -1")])
+def test_search_flags_out_of_range_are_refused_before_anything_is_created(tmp_path, flags, message):
+    archive = tmp_path / "archive"
+    result = run([tool("szrank"), "search", "--archive", str(archive), "--steps", "2", "--seed", "3", *flags],
+                 timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert one_line(result.stderr, "szrank search: error: ") == f"szrank search: error: {message}"
+    assert not archive.exists()
+    if "-1" not in flags:                       # the seed is not blocked: the same command, corrected, runs
+        good = run([tool("szrank"), "search", "--archive", str(archive), "--steps", "2", "--seed", "3",
+                    "--replicas", "1", "--iterations", "1", "--workers", "1"], timeout=300)
+        assert good.returncode == 0, good.stderr
+
+
+@pytest.mark.parametrize("flag, most", [("--batch-size", "65,536"), ("--shuffle-records", "1,048,576")])
+def test_train_buffer_sizes_out_of_range_are_refused_naming_the_flag(tmp_path, flag, most):
+    out = tmp_path / "out"
+    result = run([tool("szrank"), "train", "--snapshot", str(tmp_path / "none.sztx"), "--device", "cpu",
+                  "--output-directory", str(out), flag, str(10**9)], timeout=120)
+    assert result.returncode == 2, result.stderr
+    line = one_line(result.stderr, "Transformer training failed: ")
+    assert line == (f"Transformer training failed: {flag} {10**9}: must be 1..{most} (it sizes a buffer of whole "
+                    "records held in memory)"), line
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------ 20. OBJ input
+@pytest.mark.parametrize("text, line, message", [
+    (b"v 0 0 0\nv nan 0 0\n", 2, "coordinate 'nan' is not a finite number"),
+    (b"v 0 0 0\nv 1 1e400 0\n", 2, "coordinate '1e400' is not a finite number"),
+    (b"v 0 0 0\nv 1 2\n", 2, "a vertex needs x y z, 'v 1 2' has 2 number(s)"),
+    (b"# made by\nv 0 0 0 \xff\n", 2, "byte 0xff at column 9 is not UTF-8 text"),
+    (b"v 0 0 0\nv 0 0 0\nv 0 0 0\n\nf 1 2 3\n", 5, "face 1 has no plane: its corners coincide or lie on one line"),
+    (b"v 0 0 0\nv 1 0 0\nv 0 1 0\nv 1 1 1\nv 2 2 2\nf 1 2 3\nf 1 4 5\n", 7,
+     "face 2 has no plane: its corners coincide or lie on one line")])
+def test_obj_input_faults_name_the_file_and_line(tmp_path, text, line, message):
+    from szrank.obj import ObjError, read_configuration, read_obj
+    path = tmp_path / "shape.obj"
+    path.write_bytes(text)
+    for read in (read_obj, lambda p: read_configuration(p, 42)):
+        with pytest.raises(ObjError) as refused:
+            read(path)
+        assert str(refused.value).startswith(f"{path}:{line}: {message}"), refused.value
+
+
+def test_obj_planes_of_huge_finite_coordinates_are_fitted(tmp_path):
+    from szrank.obj import fit_planes
+    square = np.array([[0, 0, 2.0], [1, 0, 2], [1, 1, 2], [0, 1, 2]])
+    for scale in (1e-300, 1.0, 1e300, 5e307):     # 5e307: corners of 1e308, whose sum overflows
+        normals, offsets = fit_planes(square * scale, [[0, 1, 2, 3]])
+        assert np.allclose(np.abs(normals[0]), [0, 0, 1]) and np.isclose(offsets[0] * normals[0, 2], 2.0 * scale)
