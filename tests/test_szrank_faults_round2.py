@@ -289,3 +289,15 @@ def test_obj_planes_of_huge_finite_coordinates_are_fitted(tmp_path):
     for scale in (1e-300, 1.0, 1e300, 5e307):     # 5e307: corners of 1e308, whose sum overflows
         normals, offsets = fit_planes(square * scale, [[0, 1, 2, 3]])
         assert np.allclose(np.abs(normals[0]), [0, 0, 1]) and np.isclose(offsets[0] * normals[0, 2], 2.0 * scale)
+
+
+def test_a_run_file_naming_another_run_is_refused_naming_the_field(tmp_path):
+    "A name read from run.json must be its own folder's: a renamed folder or an edited run_id is refused."
+    import uuid
+    from szrank.archive import ArchiveError, RunWriter, list_runs
+    writer = RunWriter(tmp_path, uuid.UUID(int=1, version=4), {})
+    renamed = tmp_path / str(uuid.UUID(int=2, version=4))
+    writer.directory.rename(renamed)
+    with pytest.raises(ArchiveError, match=rf"{renamed / 'run.json'}: field 'run_id' = '{uuid.UUID(int=1, version=4)}' "
+                                           rf"is not its folder's name '{renamed.name}'"):
+        list_runs(tmp_path)
