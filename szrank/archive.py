@@ -79,15 +79,24 @@ class RunWriter:
 
     def __init__(self, archive: Path, run_id: uuid.UUID, metadata: dict, shard_events: int = 256):
         self.directory = Path(archive) / str(run_id)
-        if self.directory.exists():
-            raise ArchiveError(f"{self.directory}: run already in the archive; use another --seed or a fresh run id")
+        Path(archive).mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory.mkdir()          # exclusive: of two writers of one run id, exactly one gets the folder
+        except FileExistsError:
+            raise ArchiveError(f"{self.directory}: run already in the archive; use another --seed or a fresh "
+                               "run id") from None
         self.run_id = run_id
         self.shard_events = int(shard_events)
         self.buffer: list[np.ndarray] = []
         self.sequence = 0
         self.shards = 0
-        atomic_write_json(self.directory / RUN_FILE, dict(metadata, format=RUN_FORMAT, run_id=str(run_id),
-                                                           created_unix_ns=time.time_ns()))
+        self.metadata = dict(metadata, format=RUN_FORMAT, run_id=str(run_id), created_unix_ns=time.time_ns())
+        atomic_write_json(self.directory / RUN_FILE, self.metadata)
+
+    def update(self, **fields) -> None:
+        "Add `fields` (a finished run's results) to its run.json, replaced atomically."
+        self.metadata.update(fields)
+        atomic_write_json(self.directory / RUN_FILE, self.metadata)
 
     def append(self, event: np.ndarray) -> None:
         "Add one event (an `EVENT_DTYPE` scalar or 1-element array); its sequence is set here."
@@ -154,8 +163,12 @@ def run_metadata(directory: Path) -> dict:
         raise ArchiveError(f"{path}: missing; {directory} is not a run folder") from None
     except json.JSONDecodeError as exc:
         raise ArchiveError(f"{path}: not valid JSON ({exc.msg})") from None
-    if metadata.get("format") != RUN_FORMAT:
-        raise ArchiveError(f"{path}: format {metadata.get('format')!r}, expected {RUN_FORMAT!r}")
+    if not isinstance(metadata, dict) or metadata.get("format") != RUN_FORMAT:
+        found = metadata.get("format") if isinstance(metadata, dict) else type(metadata).__name__
+        raise ArchiveError(f"{path}: format {found!r}, expected {RUN_FORMAT!r}")
+    if str(metadata.get("run_id")) != Path(directory).name:     # a name read from the file must be its own folder
+        raise ArchiveError(f"{path}: field 'run_id' = {metadata.get('run_id')!r} is not its folder's name "
+                           f"{Path(directory).name!r}; the run folder was renamed or run.json was edited")
     return metadata
 
 # %% ../nbs/szrank/34_archive.ipynb 11

@@ -19,8 +19,9 @@ from szrank.errors import ConfigError, SzrankError
 
 # %% auto 0
 __all__ = ['LOCK_NAME', 'UNREADABLE_GRACE_S', 'NOT_WRITABLE', 'OUTPUT_TEMPORARIES', 'TEMPORARY_PID', 'PARTIAL_SNAPSHOT',
-           'DirectoryBusy', 'process_alive', 'read_holder', 'is_stale', 'describe_holder', 'DirectoryLock', 'acquire',
-           'leftover_pid', 'remove_leftovers', 'remove_stale_snapshot']
+           'SNAPSHOT_NAME', 'DirectoryBusy', 'process_alive', 'read_holder', 'is_stale', 'describe_holder',
+           'DirectoryLock', 'acquire', 'leftover_pid', 'remove_leftovers', 'LockFieldError', 'stale_snapshot_path',
+           'remove_stale_snapshot']
 
 # %% ../nbs/szrank/03_lock.ipynb 3
 LOCK_NAME = ".szrank-train.lock"
@@ -135,6 +136,7 @@ OUTPUT_TEMPORARIES = (".current.sztf.tmp.", ".report.json.tmp.", ".curves.json.t
                       ".curves_", ".rejected_")   # what the publisher and the gate write via temporary names
 TEMPORARY_PID = re.compile(r"\.tmp\.(\d+)\.[0-9a-f]+$")
 PARTIAL_SNAPSHOT = re.compile(r"^snapshot_(\d+)_\d+\.sztx\.partial$")
+SNAPSHOT_NAME = re.compile(r"^snapshot_(\d+)_\d+\.sztx$")   # what `create_training_snapshot` names its snapshots
 
 
 def leftover_pid(name: str, prefixes) -> int | None:
@@ -163,16 +165,50 @@ def remove_leftovers(directory: Path, prefixes=OUTPUT_TEMPORARIES) -> list[Path]
         print(f"removed {path}, left by a run that was killed", file=sys.stderr, flush=True)
     return removed
 
-# %% ../nbs/szrank/03_lock.ipynb 14
-def remove_stale_snapshot(previous: dict | None) -> Path | None:
-    "The snapshot a killed holder was making or training on (recorded in its lock): removed, and reported."
-    snapshot = (previous or {}).get("snapshot")
-    if not snapshot:
+# %% ../nbs/szrank/03_lock.ipynb 15
+class LockFieldError(ConfigError):
+    "A stale lock's field names something outside the directory it may name (the file is refused)."
+
+
+def stale_snapshot_path(lock: Path, previous: dict, snapshot_directory: Path) -> Path:
+    """The snapshot a stale lock's `snapshot` field names, checked: in `snapshot_directory`, named
+    `snapshot_<pid>_<ns>.sztx` with the lock holder's pid.  Anything else is a `LockFieldError` naming the
+    lock file and the field (a lock file is only text: it must never choose what gets deleted)."""
+    value = previous.get("snapshot")
+    path = Path(str(value))
+    match = SNAPSHOT_NAME.match(path.name)
+    directory = Path(snapshot_directory).resolve()
+    if not isinstance(value, str) or not path.is_absolute() or path.parent.resolve() != directory or not match:
+        raise LockFieldError(f"{lock}: field 'snapshot' = {value!r} is not a snapshot_<pid>_<ns>.sztx in the "
+                             f"snapshot directory {directory}; removed nothing it names")
+    if str(previous.get("pid")) != match.group(1):
+        raise LockFieldError(f"{lock}: field 'snapshot' = {value!r} was not made by the lock's holder (pid "
+                             f"{previous.get('pid')!r}); removed nothing it names")
+    return directory / path.name
+
+
+def remove_stale_snapshot(previous: dict | None, snapshot_directory: Path, lock: Path | None = None) -> Path | None:
+    """The snapshot a killed holder was making or training on (recorded in its lock): removed, and reported.
+
+    Only `snapshot_<holder pid>_<ns>.sztx` (and its `.partial`) inside `snapshot_directory` is ever removed,
+    and the complete snapshot only when the holder did not record `keep_snapshot` as true (a kept snapshot is
+    the user's).  A field naming anything else is reported, naming the lock file and the field, and ignored."""
+    if not (previous or {}).get("snapshot"):
         return None
+    lock = Path(lock) if lock is not None else Path(LOCK_NAME)
+    try:
+        snapshot = stale_snapshot_path(lock, previous, snapshot_directory)
+    except LockFieldError as exc:
+        print(f"warning: {exc}", file=sys.stderr, flush=True)
+        return None
+    kept = str(previous.get("keep_snapshot", "False")).lower() != "false"
     removed = None
-    for path in (Path(snapshot), Path(snapshot + ".partial")):
+    for path in ([] if kept else [snapshot]) + [snapshot.with_name(snapshot.name + ".partial")]:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
             removed = path
             print(f"removed {path}, the snapshot of a run that was killed", file=sys.stderr, flush=True)
+    if kept and snapshot.exists():
+        print(f"kept {snapshot}: the run that was killed made it with --keep-snapshot", file=sys.stderr, flush=True)
     return removed
+

@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import struct
 import sys
 import zlib
@@ -168,8 +169,8 @@ class ModelFile:
     digest_sha256: str
 
 # %% ../nbs/szrank/24_modelfile.ipynb 18
-def _header_faults(header: ModelHeader, data: bytes) -> str | None:
-    "What is wrong with a header of the right size (the first fault), or None."
+def _header_shape_faults(header: ModelHeader, size: int) -> str | None:
+    "What the header alone, and the file's `size` in bytes, say is wrong (the first fault), or None."
     if header.magic != MODEL_MAGIC:
         return f"bad magic {header.magic!r}, expected {MODEL_MAGIC!r}: not an SZTRNK01 model file"
     for field, expected in FIXED_FIELDS.items():
@@ -181,8 +182,16 @@ def _header_faults(header: ModelHeader, data: bytes) -> str | None:
     if header.payload_float_count != expected_count:
         return f"header payload float count is {header.payload_float_count}, the architecture needs {expected_count}"
     expected_size = MODEL_HEADER_BYTES + 4 * expected_count
-    if len(data) != expected_size:
-        return f"file size is {len(data)} bytes, header and payload need exactly {expected_size}"
+    if size != expected_size:
+        return f"file size is {size} bytes, header and payload need exactly {expected_size}"
+    return None
+
+
+def _header_faults(header: ModelHeader, data: bytes) -> str | None:
+    "What is wrong with a header of the right size (the first fault), or None."
+    fault = _header_shape_faults(header, len(data))
+    if fault:
+        return fault
     crc = header_crc32(data)
     if header.header_crc32 != NO_HEADER_CRC and crc != header.header_crc32:
         return (f"header CRC32 is {crc:08x}, field header_crc32 says {header.header_crc32:08x}: the header's "
@@ -215,16 +224,29 @@ def _payload_members(payload: bytes) -> tuple[list, str | None]:
     return members, fault
 
 # %% ../nbs/szrank/24_modelfile.ipynb 22
+def _read_model_file(path: Path) -> bytes:
+    """The bytes of the model file at `path`, read only once its 160-byte header and its size fit: a wrong
+    file (a 40 GB corpus passed as `--model`) is refused from its header without being read whole."""
+    try:
+        with open(path, "rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            head = file.read(MODEL_HEADER_BYTES)
+            if len(head) < MODEL_HEADER_BYTES:
+                return head
+            fault = _header_shape_faults(ModelHeader.unpack(head), size)
+            if fault:
+                raise ModelFileError(f"{path}: {fault}")
+            return head + file.read(size - MODEL_HEADER_BYTES + 1)   # one byte more: a file that grew shows it
+    except OSError as exc:
+        raise ModelFileError(f"{path}: cannot read the model file: {exc.strerror or exc}") from None
+
+
 def load_model(source) -> ModelFile:
     "Read and fully validate an SZTRNK01 file (a path, or its bytes): header, checksums, finite metrics and weights."
     if isinstance(source, (bytes, bytearray, memoryview)):
         data, name = bytes(source), "SZTRNK01 bytes"
     else:
-        path = Path(source)
-        try:
-            data, name = path.read_bytes(), str(path)
-        except OSError as exc:
-            raise ModelFileError(f"{path}: cannot read the model file: {exc.strerror or exc}") from None
+        data, name = _read_model_file(Path(source)), str(Path(source))
     if len(data) < MODEL_HEADER_BYTES:
         raise ModelFileError(f"{name}: truncated: {len(data)} bytes, the header alone is {MODEL_HEADER_BYTES}")
     header = ModelHeader.unpack(data[:MODEL_HEADER_BYTES])
@@ -234,12 +256,12 @@ def load_model(source) -> ModelFile:
         raise ModelFileError(f"{name}: {fault or weight_fault}")
     return ModelFile(header, tuple(members), hashlib.sha256(data).hexdigest())
 
-# %% ../nbs/szrank/24_modelfile.ipynb 26
+# %% ../nbs/szrank/24_modelfile.ipynb 28
 def report_bytes(report: dict) -> bytes:
     "A report as the sorted, indented UTF-8 JSON the publisher writes."
     return (json.dumps(report, ensure_ascii=False, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
-# %% ../nbs/szrank/24_modelfile.ipynb 27
+# %% ../nbs/szrank/24_modelfile.ipynb 29
 class PublishInterrupted(KeyboardInterrupt):
     "Ctrl-C (or SIGTERM) during `publish_model`; the message says what `current.sztf` now holds."
     status = INTERRUPTED
@@ -253,7 +275,7 @@ def _file_digest(path: Path) -> str | None:
     except FileNotFoundError:
         return None
 
-# %% ../nbs/szrank/24_modelfile.ipynb 29
+# %% ../nbs/szrank/24_modelfile.ipynb 31
 def publish_model(output_directory: Path, model_bytes: bytes, report: dict,
                   curves: dict | None = None) -> tuple[str, Path]:
     """Publish an immutable generation and make it current; returns `(sha256 hex, generation path)`.
@@ -300,7 +322,7 @@ def _publish_steps(output_directory: Path, model_bytes: bytes, report: dict, cur
     if curves is not None:
         atomic_write(output_directory / "curves.json", report_bytes(curves))
 
-# %% ../nbs/szrank/24_modelfile.ipynb 31
+# %% ../nbs/szrank/24_modelfile.ipynb 33
 def current_report(output_directory: Path) -> dict:
     "The report of the model in `current.sztf` (never the previous model's, whatever a kill left in `report.json`)."
     output_directory = Path(output_directory)

@@ -16,8 +16,9 @@ from szrank.geometry import FACE_COUNT, dual_vertices, layout, unit_planes
 from szrank.topology import LINK_LENGTH, PAPER_RELABELLINGS, TOPOLOGY_COUNT, TRIANGLE_COUNT
 
 # %% auto 0
-__all__ = ['OBJ_DIGITS', 'PUBLIC_RECORD', 'ObjError', 'read_obj', 'fit_planes', 'read_configuration', 'configuration_vertices',
-           'obj_text', 'write_obj', 'archive_configuration', 'obj_command']
+__all__ = ['OBJ_DIGITS', 'PUBLIC_RECORD', 'PLANE_TOLERANCE', 'SAFE_COORDINATE', 'ObjError', 'face_plane', 'read_obj',
+           'fit_planes', 'read_configuration', 'configuration_vertices', 'obj_text', 'write_obj',
+           'archive_configuration', 'obj_command']
 
 # %% ../nbs/szrank/35_obj.ipynb 3
 OBJ_DIGITS = 12    # significant digits per coordinate, as the public solver prints its float32 values
@@ -31,23 +32,82 @@ class ObjError(SzrankError, ValueError):
     "An OBJ file that is not a 12-face configuration: names the file, the line and what to do."
 
 # %% ../nbs/szrank/35_obj.ipynb 6
-def read_obj(path: Path) -> tuple[np.ndarray, list[list[int]]]:
-    "Vertices (V, 3) and faces (0-based vertex indices; `v/vt` forms allowed) of an OBJ file."
-    path = Path(path)
-    vertices, faces = [], []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        words = line.split()
+PLANE_TOLERANCE = 1e-9   # a face's second-widest extent below this share of its widest: its corners lie on one line
+SAFE_COORDINATE = 1e300  # corners beyond are scaled to 1 before fitting: their mean would overflow to infinity
+
+
+def face_plane(points) -> tuple[np.ndarray, float] | None:
+    """Total-least-squares plane `(unit normal, offset)` of a face's corners (finite), or None when they
+    coincide or lie on one line (then no plane is theirs).  Corners beyond `SAFE_COORDINATE` are fitted
+    scaled to at most 1, so coordinates up to the largest float neither overflow nor lose the plane."""
+    points = np.asarray(points, dtype=np.float64).reshape(-1, 3)
+    largest = float(np.abs(points).max(initial=0.0))
+    if largest == 0.0:
+        return None
+    scale = largest if largest > SAFE_COORDINATE else 1.0
+    scaled = points / scale if scale != 1.0 else points
+    centre = scaled.mean(axis=0)
+    _, spread, axes = np.linalg.svd(scaled - centre)
+    if len(spread) < 2 or spread[0] == 0.0 or spread[1] <= PLANE_TOLERANCE * spread[0]:
+        return None
+    normal = axes[-1]
+    return normal, float(normal @ centre) * scale
+
+
+def _obj_lines(path: Path):
+    "(line number, text) of an OBJ file; a line that is not UTF-8 is an `ObjError` naming it."
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ObjError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    for number, data in enumerate(raw.split(b"\n"), 1):
         try:
-            if words and words[0] == "v":
-                vertices.append([float(x) for x in words[1:4]])
-            elif words and words[0] == "f":
+            yield number, data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ObjError(f"{path}:{number}: byte 0x{data[exc.start]:02x} at column {exc.start + 1} is not UTF-8 "
+                           "text; is it an OBJ file?") from None
+
+
+def _vertex(path: Path, number: int, line: str, words: list[str]) -> list[float]:
+    "The x y z of a `v` line (an optional w or colour after them is ignored), finite, or an `ObjError`."
+    if len(words) < 4:
+        raise ObjError(f"{path}:{number}: a vertex needs x y z, {line.strip()[:60]!r} has {len(words) - 1} "
+                       "number(s); fix or re-export the file")
+    try:
+        xyz = [float(x) for x in words[1:4]]
+    except ValueError:
+        raise ObjError(f"{path}:{number}: not a number in {line.strip()[:60]!r}; fix or re-export the file") from None
+    for word, value in zip(words[1:4], xyz):
+        if not np.isfinite(value):
+            raise ObjError(f"{path}:{number}: coordinate {word!r} is not a finite number; fix or re-export the file")
+    return xyz
+
+
+def read_obj(path: Path) -> tuple[np.ndarray, list[list[int]]]:
+    """Vertices (V, 3) and faces (0-based vertex indices; `v/vt` forms allowed) of an OBJ file.
+
+    Refused with an `ObjError` naming the file and line: a line that is not UTF-8, a vertex without three
+    finite coordinates, a face index that is not a vertex, a face whose corners have no plane."""
+    path = Path(path)
+    vertices, faces, face_lines = [], [], []
+    for number, line in _obj_lines(path):
+        words = line.split()
+        if words and words[0] == "v":
+            vertices.append(_vertex(path, number, line, words))
+        elif words and words[0] == "f":
+            try:
                 faces.append([int(w.split("/")[0]) - 1 for w in words[1:]])
-        except ValueError:
-            raise ObjError(f"{path}:{number}: not a number in {line.strip()[:60]!r}; fix or re-export the file") from None
+            except ValueError:
+                raise ObjError(f"{path}:{number}: not a number in {line.strip()[:60]!r}; fix or re-export the "
+                               "file") from None
+            face_lines.append(number)
     vertices = np.array(vertices, dtype=np.float64).reshape(-1, 3)
-    bad = [i for i, f in enumerate(faces) if min(f, default=-1) < 0 or max(f) >= len(vertices)]
-    if bad:
-        raise ObjError(f"{path}: face {bad[0] + 1} refers to a vertex outside 1..{len(vertices)}")
+    for k, (face, number) in enumerate(zip(faces, face_lines)):
+        if min(face, default=-1) < 0 or max(face) >= len(vertices):
+            raise ObjError(f"{path}:{number}: face {k + 1} refers to a vertex outside 1..{len(vertices)}")
+        if face_plane(vertices[face]) is None:
+            raise ObjError(f"{path}:{number}: face {k + 1} has no plane: its corners coincide or lie on one line; "
+                           "fix or re-export the file")
     return vertices, faces
 
 # %% ../nbs/szrank/35_obj.ipynb 7
@@ -55,13 +115,13 @@ def fit_planes(vertices: np.ndarray, faces: list[list[int]]) -> tuple[np.ndarray
     "Total-least-squares plane of each face: unit normals (F, 3) and offsets (F,), `normal · x = offset`."
     normals, offsets = np.zeros((len(faces), 3)), np.zeros(len(faces))
     for i, face in enumerate(faces):
-        points = vertices[face]
-        centre = points.mean(axis=0)
-        normal = np.linalg.svd(points - centre)[2][-1]
-        normals[i], offsets[i] = normal, normal @ centre
+        plane = face_plane(vertices[face])
+        if plane is None:
+            raise ObjError(f"face {i + 1} has no plane: its corners coincide or lie on one line")
+        normals[i], offsets[i] = plane
     return normals, offsets
 
-# %% ../nbs/szrank/35_obj.ipynb 9
+# %% ../nbs/szrank/35_obj.ipynb 10
 def read_configuration(path: Path, topology: int) -> tuple[np.ndarray, np.ndarray]:
     "Planes (12, 3)/(12,) in szrank's face order of a 12-face OBJ of `topology` (face i: the paper's vertex i)."
     if not 0 <= topology < TOPOLOGY_COUNT:
@@ -76,7 +136,7 @@ def read_configuration(path: Path, topology: int) -> tuple[np.ndarray, np.ndarra
     normals[order], offsets[order] = fitted_n, fitted_d
     return normals, offsets
 
-# %% ../nbs/szrank/35_obj.ipynb 12
+# %% ../nbs/szrank/35_obj.ipynb 13
 def configuration_vertices(normals, offsets, topology: int, doing: str = "write") -> tuple:
     """(layout, unit normals, offsets, the 44 dual vertices) of a configuration of `topology`;
     `ConfigError` when a vertex is not finite (so there is nothing to `doing`)."""
@@ -98,14 +158,14 @@ def obj_text(normals, offsets, topology: int) -> str:
         lines.append("f " + " ".join(str(int(t) + 1) for t in L.corners[face]))
     return "\n".join(lines) + "\n"
 
-# %% ../nbs/szrank/35_obj.ipynb 13
+# %% ../nbs/szrank/35_obj.ipynb 14
 def write_obj(path: Path, normals, offsets, topology: int) -> Path:
     "Write a configuration as OBJ (temporary name, fsync, rename); returns the path."
     from szrank.common import atomic_write
     atomic_write(Path(path), obj_text(normals, offsets, topology).encode("utf-8"))
     return Path(path)
 
-# %% ../nbs/szrank/35_obj.ipynb 17
+# %% ../nbs/szrank/35_obj.ipynb 18
 def archive_configuration(archive: Path, run: str, event: int | None = None) -> tuple[np.ndarray, np.ndarray, int, int, int]:
     "(normals, offsets, topology, sequence, C+I) of a run's best result, or of event `event`'s result."
     from szrank.archive import METRIC_DEGENERATE, read_run
@@ -129,7 +189,7 @@ def archive_configuration(archive: Path, run: str, event: int | None = None) -> 
     return (chosen["result_normals"].astype(np.float64), chosen["result_offsets"].astype(np.float64),
             int(chosen["topology"]), int(chosen["sequence"]), int(totals[row]))
 
-# %% ../nbs/szrank/35_obj.ipynb 18
+# %% ../nbs/szrank/35_obj.ipynb 19
 def obj_command(parser: argparse.ArgumentParser):
     "`szrank obj --archive DIR --run ID [--event K] --out FILE.obj`: a run's best (or event K) as OBJ."
     parser.add_argument("--archive", required=True, type=Path, help="the .sztd archive folder")

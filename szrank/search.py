@@ -29,10 +29,11 @@ from szrank.fastcount import count_totals
 # %% auto 0
 __all__ = ['MOVE_COUNT', 'SCALE_COUNT', 'MOVE_NAMES', 'STEPS', 'BLENDS', 'TEMPERATURE_START', 'TEMPERATURE_END',
            'POLICY_TEMPERATURE', 'UNIFORM_FLOOR', 'GATE_QUANTILE', 'GATE_WINDOW', 'GATE_WARMUP', 'START_ATTEMPTS',
-           'DEFAULT_REPLICAS', 'DEFAULT_ITERATIONS', 'DEFAULT_SHARD_EVENTS', 'STRATEGIES', 'apply_move',
-           'UniformPolicy', 'RankerPolicy', 'draw', 'RunSummary', 'temperature_at', 'random_start', 'rollout',
-           'run_search', 'best_curve', 'evaluations_to_reach', 'run_population', 'run_searches', 'cluster_client',
-           'format_summaries', 'search_command']
+           'DEFAULT_REPLICAS', 'DEFAULT_ITERATIONS', 'DEFAULT_SHARD_EVENTS', 'MAX_RUNS', 'MAX_REPLICAS',
+           'MAX_ITERATIONS', 'SCHEDULER_SCHEMES', 'STRATEGIES', 'apply_move', 'UniformPolicy', 'RankerPolicy', 'draw',
+           'RunSummary', 'temperature_at', 'random_start', 'rollout', 'check_settings', 'run_stream', 'run_search',
+           'best_curve', 'evaluations_to_reach', 'run_population', 'run_searches', 'cluster_client', 'format_summaries',
+           'search_command']
 
 # %% ../nbs/szrank/33_search.ipynb 3
 MOVE_COUNT = 5
@@ -51,6 +52,11 @@ START_ATTEMPTS = 1000                # random starts drawn until one has no dege
 DEFAULT_REPLICAS = 4
 DEFAULT_ITERATIONS = 8
 DEFAULT_SHARD_EVENTS = 256
+MAX_RUNS = 100_000                   # one task tuple and one run folder each: beyond this the plan alone is a burden
+MAX_REPLICAS = 4096                  # rollout arrays are (replicas, 12, 3): 4096 chains is far past any useful width
+MAX_ITERATIONS = 1_000_000           # 4 replicas x 10^6 iterations is hours per proposal: surely a typo beyond
+SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")   # Dask schemes a scheduler in another process can serve
+                                                         # (inproc:// lives inside one process)
 STRATEGIES = ("anneal", "population", "symmetric")   # single-plane annealing (logs every proposal) | the public
                                                      # solver's optimiser | the same on the topology's symmetric planes
 
@@ -257,7 +263,37 @@ def _event(topology: int, anchor, proposal, result, action, propensity, rolled) 
     event["flags"][1:] = (_metric_flags(anchor[2]), _metric_flags(proposal[2]), _metric_flags(result[2]))
     return event
 
-# %% ../nbs/szrank/33_search.ipynb 19
+# %% ../nbs/szrank/33_search.ipynb 20
+def check_settings(runs=None, steps=None, budget=None, replicas=None, iterations=None, topology=None,
+                   seed=None) -> None:
+    "Refuse a setting out of range before anything is created (a `ConfigError` naming the flag and its range)."
+    limits = {"--runs": (runs, 1, MAX_RUNS), "--steps": (steps, 1, None), "--evaluations": (budget, 1, None),
+              "--replicas": (replicas, 0, MAX_REPLICAS), "--iterations": (iterations, 0, MAX_ITERATIONS),
+              "--topology": (topology, 0, TOPOLOGY_COUNT - 1), "--seed": (seed, 0, None)}
+    for flag, (value, low, high) in limits.items():
+        if value is None:
+            continue
+        integer = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+        if not integer or value < low or (high is not None and value > high):
+            allowed = (f"{low}..{high}" if high is not None else "positive" if low == 1 else f"{low} or more")
+            raise ConfigError(f"{flag} must be {allowed}, not {value}")
+
+
+def run_stream(seed: int | None, run_index: int, strategy: str = "anneal") -> tuple[np.random.Generator, uuid.UUID]:
+    """Run `run_index`'s generator (from `seed`, or fresh without one) and the run id it draws first.
+
+    An annealed run's entropy is (seed, run index); a population run's has a third word (1, or 2 when symmetric):
+    the same (seed, run index) under another strategy must not give the same run id."""
+    if seed is None:
+        entropy = None
+    elif strategy == "anneal":
+        entropy = [seed, run_index]
+    else:
+        entropy = [seed, run_index, 1 + (strategy == "symmetric")]
+    rng = np.random.default_rng(np.random.SeedSequence(entropy))
+    return rng, uuid.UUID(bytes=rng.bytes(16), version=4)
+
+# %% ../nbs/szrank/33_search.ipynb 22
 def run_search(archive: Path, topology: int | None = None, steps: int = 100, seed: int | None = None,
                run_index: int = 0, policy=None, replicas: int = DEFAULT_REPLICAS,
                iterations: int = DEFAULT_ITERATIONS, shard_events: int = DEFAULT_SHARD_EVENTS,
@@ -268,15 +304,10 @@ def run_search(archive: Path, topology: int | None = None, steps: int = 100, see
     of (seed, run_index); without, it is fresh.  `progress(k)` is called as steps complete.  With
     `budget`, the run also ends once it has used that many evaluations."""
     started = time.perf_counter()
-    entropy = [seed, run_index] if seed is not None else None
-    rng = np.random.default_rng(np.random.SeedSequence(entropy))
-    run_id = uuid.UUID(bytes=rng.bytes(16), version=4)
+    check_settings(steps=steps, replicas=replicas, iterations=iterations, topology=topology, seed=seed)
+    rng, run_id = run_stream(seed, run_index, "anneal")
     if topology is None:
         topology = int(rng.integers(TOPOLOGY_COUNT))
-    if not 0 <= topology < TOPOLOGY_COUNT:
-        raise ConfigError(f"topology must be 0..{TOPOLOGY_COUNT - 1}, not {topology}")
-    if steps <= 0:
-        raise ConfigError(f"steps must be positive, not {steps}")
     policy = policy or UniformPolicy()
     L = layout(topology)
     anchor_n, anchor_d = random_start(rng, topology)
@@ -331,7 +362,7 @@ def run_search(archive: Path, topology: int | None = None, steps: int = 100, see
     return RunSummary(str(run_id), topology, start_total, best_total, int(anchor.total[0]), step + 1, evaluations,
                       realisations, round(time.perf_counter() - started, 2), best_at)
 
-# %% ../nbs/szrank/33_search.ipynb 24
+# %% ../nbs/szrank/33_search.ipynb 27
 def best_curve(archive: Path, run_id: str) -> tuple[np.ndarray, np.ndarray]:
     "(evaluations used after each event, best feasible C+I after it) of an annealed run, from its events."
     from szrank.archive import METRIC_DEGENERATE, read_run
@@ -348,7 +379,7 @@ def evaluations_to_reach(curve: tuple[np.ndarray, np.ndarray], target: float) ->
     hit = np.flatnonzero(best <= target)
     return float(used[hit[0]]) if hit.size else math.inf
 
-# %% ../nbs/szrank/33_search.ipynb 28
+# %% ../nbs/szrank/33_search.ipynb 31
 def run_population(archive: Path, topology: int | None, budget: int, seed: int | None = None, run_index: int = 0,
                    progress=None, symmetric: bool = False) -> RunSummary:
     """One population-strategy run (`szrank.population`; with `symmetric`, on the planes of the topology's
@@ -357,47 +388,47 @@ def run_population(archive: Path, topology: int | None, budget: int, seed: int |
     from szrank.obj import write_obj
     from szrank.population import population_search
     from szrank.symmetry import symmetry_of
-    # a third entropy word: the same (seed, run index) as another strategy's run must not give the same run id
-    rng = np.random.default_rng(np.random.SeedSequence([seed, run_index, 1 + symmetric] if seed is not None else None))
-    run_id = uuid.UUID(bytes=rng.bytes(16), version=4)
+    strategy = "symmetric" if symmetric else "population"
+    check_settings(budget=budget, topology=topology, seed=seed)
+    rng, run_id = run_stream(seed, run_index, strategy)
     if topology is None:
         topology = int(rng.integers(TOPOLOGY_COUNT))
     symmetry = symmetry_of(topology) if symmetric else None
-    result = population_search(topology, budget, int(rng.integers(2 ** 63)), progress=progress, symmetry=symmetry)
-    strategy = "symmetric" if symmetric else "population"
-    metadata = dict(topology=topology, seed=seed, run_index=run_index, strategy=strategy, budget=budget,
-                    best_total=result.best_total, best_evaluations=result.best_evaluations,
-                    evaluations=result.evaluations, restarts=result.restarts, history=result.history)
+    metadata = dict(topology=topology, seed=seed, run_index=run_index, strategy=strategy, budget=budget)
     if symmetry is not None:
         metadata.update(symmetry=symmetry.name, symmetry_permutation=list(symmetry.permutation))
-    with RunWriter(Path(archive), run_id, metadata) as writer:
+    with RunWriter(Path(archive), run_id, metadata) as writer:        # the run's folder first: claimed, or refused
+        result = population_search(topology, budget, int(rng.integers(2 ** 63)), progress=progress,
+                                   symmetry=symmetry)
         write_obj(writer.directory / "best.obj", result.normals, result.offsets, topology)
+        writer.update(best_total=result.best_total, best_evaluations=result.best_evaluations,
+                      evaluations=result.evaluations, restarts=result.restarts, history=result.history)
     return RunSummary(str(run_id), topology, result.history[0][1], result.best_total, result.best_total, 0,
                       result.evaluations, int(result.best_total == 0), result.seconds, result.best_evaluations,
                       strategy)
 
-# %% ../nbs/szrank/33_search.ipynb 29
+# %% ../nbs/szrank/33_search.ipynb 32
 def _worker(task):
     "One task in a worker process; progress goes to the queue (the last item of the task)."
     queue = task[-1]
     return _run_here(task[:-1], (lambda k: queue.put(k)) if queue is not None else None)
 
-# %% ../nbs/szrank/33_search.ipynb 30
+# %% ../nbs/szrank/33_search.ipynb 33
 def _plan(strategy: str, runs: int, steps: int | None, budget: int | None, replicas: int, iterations: int,
-          gate: float = 0.0) -> int:
+          gate: float = 0.0, topology: int | None = None, seed: int | None = None) -> int:
     """Checked settings; returns the steps per annealed run (from the budget when --steps is not given: a share
     `gate` of the rollouts is expected to be skipped)."""
     if strategy not in STRATEGIES:
         raise ConfigError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
-    if runs <= 0 or (steps is not None and steps <= 0) or (budget is not None and budget <= 0):
-        raise ConfigError(f"--runs, --steps and --evaluations must be positive, got {runs}, {steps} and {budget}")
+    check_settings(runs=runs, steps=steps, budget=budget, replicas=replicas, iterations=iterations,
+                   topology=topology, seed=seed)
     if strategy != "anneal" and budget is None:
         raise ConfigError(f"--strategy {strategy} needs --evaluations (its budget ends the run)")
     if steps is None and budget is None:
         raise ConfigError("give --steps or --evaluations (or both: the run ends at whichever comes first)")
     return steps if steps is not None else math.ceil(max(budget - 1, 1) / (1 + (1 - gate) * max(replicas * iterations, 0)))
 
-# %% ../nbs/szrank/33_search.ipynb 31
+# %% ../nbs/szrank/33_search.ipynb 34
 def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None = None, model: str | None = None,
                  topology: int | None = None, replicas: int = DEFAULT_REPLICAS, iterations: int = DEFAULT_ITERATIONS,
                  workers: int | None = None, shard_events: int = DEFAULT_SHARD_EVENTS,
@@ -406,16 +437,22 @@ def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None =
     """`runs` search runs into `archive`, in worker processes or, with `scheduler` (an address, or `local:N`),
     as futures on a Dask cluster; summaries in run order."""
     from szrank.progress import progress_bar
-    steps = _plan(strategy, runs, steps, budget, replicas, iterations, gate if model else 0.0)
+    steps = _plan(strategy, runs, steps, budget, replicas, iterations, gate if model else 0.0, topology, seed)
     if model:
         RankerPolicy(model, gate=gate)                       # fail fast on a bad model file or gate
-    Path(archive).mkdir(parents=True, exist_ok=True)
+    if seed is not None:                                     # a seed's runs already there: refused before any work
+        for index in range(runs):
+            folder = Path(archive) / str(run_stream(seed, index, strategy)[1])
+            if folder.exists():
+                raise ConfigError(f"{folder}: run {index} of --seed {seed} ({strategy}) is already in the archive; "
+                                  "use another --seed")
     workers = max(1, min(runs, workers or os.cpu_count() or 1))
     unit, total = ("evaluation", runs * budget) if strategy != "anneal" else ("step", runs * steps)
     tasks = [(str(archive), topology, steps, seed, i, model, replicas, iterations, shard_events, budget, strategy,
               gate) for i in range(runs)]
     with contextlib.ExitStack() as stack:
         client = cluster_client(scheduler, stack) if scheduler else None      # refused before any output
+        Path(archive).mkdir(parents=True, exist_ok=True)
         bar = stack.enter_context(progress_bar(total=total, desc=f"szrank search ({strategy})", unit=unit,
                                                quiet=not show_progress))
         if client is not None:
@@ -426,7 +463,7 @@ def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None =
             results = _run_in_workers(tasks, workers, bar)
     return [RunSummary(**r) for r in results]
 
-# %% ../nbs/szrank/33_search.ipynb 32
+# %% ../nbs/szrank/33_search.ipynb 35
 def _run_here(task, update):
     "One task in this process (the policy, a loaded model, is built per run)."
     archive, topology, steps, seed, index, model, replicas, iterations, shard_events, budget, strategy, gate = task
@@ -437,7 +474,7 @@ def _run_here(task, update):
     return dataclasses.asdict(run_search(Path(archive), topology, steps, seed, index, policy, replicas, iterations,
                                          shard_events, update, budget))
 
-# %% ../nbs/szrank/33_search.ipynb 33
+# %% ../nbs/szrank/33_search.ipynb 36
 def _run_in_workers(tasks, workers: int, bar) -> list[dict]:
     "The tasks in spawned worker processes, progress reported through a queue."
     import multiprocessing
@@ -457,7 +494,7 @@ def _run_in_workers(tasks, workers: int, bar) -> list[dict]:
                 bar.update(queue.get())
             return [f.result() for f in futures]
 
-# %% ../nbs/szrank/33_search.ipynb 35
+# %% ../nbs/szrank/33_search.ipynb 38
 def cluster_client(scheduler: str, stack: contextlib.ExitStack):
     "A `dask.distributed.Client` for `scheduler` (`local:N`: a local cluster of N processes), closed by `stack`."
     try:
@@ -472,13 +509,21 @@ def cluster_client(scheduler: str, stack: contextlib.ExitStack):
         cluster = stack.enter_context(LocalCluster(n_workers=int(count), threads_per_worker=1, processes=True,
                                                    dashboard_address=None))
         return stack.enter_context(Client(cluster))
+    scheme = scheduler.partition("://")[0].lower() if "://" in scheduler else "tcp"
+    if scheme not in SCHEDULER_SCHEMES:
+        raise ConfigError(f"--scheduler {scheduler}: {scheme}:// is not an address another process can serve; give "
+                          f"tcp://HOST:PORT (or {', '.join(SCHEDULER_SCHEMES[1:])}) of a running Dask scheduler, "
+                          "or local:N")
     try:
         return stack.enter_context(Client(scheduler, timeout="10s"))
-    except (OSError, TimeoutError, ValueError) as exc:
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        hints = {"tls": "; tls:// needs the certificates in Dask's configuration (distributed.comm.tls)",
+                 "ucx": "; ucx:// needs the UCX bindings (distributed-ucxx)"}
+        hint = hints.get(scheme, "") if isinstance(exc, TypeError) else ""
         raise ConfigError(f"--scheduler {scheduler}: cannot reach the Dask scheduler "
-                          f"({' '.join(str(exc).split())[:200]})") from None
+                          f"({' '.join(str(exc).split())[:200]}){hint}") from None
 
-# %% ../nbs/szrank/33_search.ipynb 36
+# %% ../nbs/szrank/33_search.ipynb 39
 def _run_on_cluster(tasks, client, bar) -> list[dict]:
     "The tasks as futures on a Dask cluster (one task per run); progress advances as runs finish."
     from dask.distributed import as_completed
@@ -490,7 +535,7 @@ def _run_on_cluster(tasks, client, bar) -> list[dict]:
         bar.update(result["evaluations"] if result["strategy"] != "anneal" else result["steps"])
     return [f.result() for f in futures]
 
-# %% ../nbs/szrank/33_search.ipynb 37
+# %% ../nbs/szrank/33_search.ipynb 40
 def format_summaries(summaries: list[RunSummary]) -> str:
     "The search command's summary table."
     lines = [f"{'run':<36}  {'topo':>4}  {'start C+I':>9}  {'best C+I':>8}  {'evals':>7}  {'C+I=0':>5}  {'s':>6}"]
@@ -501,7 +546,7 @@ def format_summaries(summaries: list[RunSummary]) -> str:
     lines.append(f"{len(summaries)} runs; best C+I per run: min {min(best)}, median {float(np.median(best)):g}")
     return "\n".join(lines)
 
-# %% ../nbs/szrank/33_search.ipynb 38
+# %% ../nbs/szrank/33_search.ipynb 41
 def search_command(parser: argparse.ArgumentParser):
     """`szrank search --archive DIR [--runs N] [--steps S] [--evaluations E] [--strategy S] [--scheduler A] ...`.
 

@@ -300,7 +300,7 @@ def prepare_output(config: TrainConfig, setup: Setup) -> DirectoryLock:
         remove_leftovers(setup.output_directory)
         if not config.snapshot:
             remove_leftovers(setup.snapshot_directory, prefixes=())     # only `snapshot_<dead pid>_*.sztx.partial`
-        remove_stale_snapshot(lock.previous)
+        remove_stale_snapshot(lock.previous, setup.snapshot_directory, lock.path)
         reconcile_report(setup.output_directory)
     except BaseException:
         lock.release()
@@ -323,7 +323,8 @@ def open_snapshot(config: TrainConfig, setup: Setup, lock: DirectoryLock | None 
                                             config.deployment_all_runs, split_runs=setup.split_runs,
                                             cwd=setup.repository, progress=config.progress,
                                             exporter_timeout=config.exporter_timeout,
-                                            on_start=lambda path: lock and lock.record(snapshot=path))
+                                            on_start=lambda path: lock and lock.record(
+                                                snapshot=path, keep_snapshot=config.keep_snapshot))
     eprint(f"Snapshot: {snapshot.record_count:,} records, SHA-256 {snapshot.corpus_digest.hex()}")
     for split in snapshot.split_runs:
         eprint(f"  {split:10s} {snapshot.split_counts.get(split, 0):,} records ({snapshot.split_runs[split]})")

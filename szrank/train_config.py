@@ -19,9 +19,9 @@ from szrank.errors import ConfigError
 from szrank.snapshot import EXPORTER_TIMEOUT_SECONDS
 
 # %% auto 0
-__all__ = ['DESCRIPTION', 'DEFAULT_SEED', 'EXPORTER_NAME', 'EXPORTER_BUILDS', 'TrainConfig', 'add_train_arguments', 'parse_args',
-           'config_from_args', 'validate_config', 'resolve_under_repository', 'explicit_exporter', 'searched_exporter',
-           'find_exporter']
+__all__ = ['DESCRIPTION', 'DEFAULT_SEED', 'MAX_BATCH_SIZE', 'MAX_SHUFFLE_RECORDS', 'EXPORTER_NAME', 'EXPORTER_BUILDS',
+           'TrainConfig', 'add_train_arguments', 'parse_args', 'config_from_args', 'validate_config',
+           'resolve_under_repository', 'explicit_exporter', 'searched_exporter', 'find_exporter']
 
 # %% ../nbs/szrank/26_train_config.ipynb 3
 DESCRIPTION = "Train, gate and publish the Szilassi proposal transformer ensemble (CPU or CUDA)."
@@ -140,11 +140,20 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(**{name: value for name, value in vars(args).items() if name in names})
 
 # %% ../nbs/szrank/26_train_config.ipynb 15
+MAX_BATCH_SIZE = 65_536            # 64x the default: a batch's records and three members' activations; past it memory,
+                                   # not learning, sets the limit (10^9 asked numpy for 3.3 TiB)
+MAX_SHUFFLE_RECORDS = 1_048_576    # the shuffle buffer holds this many 1824-byte records: 1.9 GB at most, never the corpus
+
+
 def validate_config(config: TrainConfig) -> None:
     "Refuse settings that cannot work, naming the flag (the seed's `validate_options`)."
     for name in ("report_epochs", "batch_size", "shuffle_records", "minimum_gate_records"):
         if getattr(config, name) <= 0:
             raise ConfigError(f"--{name.replace('_', '-')} must be positive")
+    for name, most in (("batch_size", MAX_BATCH_SIZE), ("shuffle_records", MAX_SHUFFLE_RECORDS)):
+        if getattr(config, name) > most:
+            raise ConfigError(f"--{name.replace('_', '-')} {getattr(config, name)}: must be 1..{most:,} (it sizes "
+                              "a buffer of whole records held in memory)")
     if config.deployment_epochs < 0 or config.max_records_per_split < 0:
         raise ConfigError("epoch/record bounds cannot be negative")
     for name in ("learning_rate", "weight_decay", "gradient_clip", "ips_clip"):
