@@ -383,7 +383,8 @@ def bench_command(parser):
     "`suvi-fill bench`: score the fillers on the test split at several gaps."
     parser.add_argument("--shards", required=True, type=Path, help="corpus directory (suvi-fill build --out)")
     parser.add_argument("--manifest", type=Path, default=None, help="manifest.json (default: in --shards)")
-    parser.add_argument("--checkpoint", type=Path, default=None, help="trained checkpoint for the learned filler (default: none; the learned filler is left out)")
+    parser.add_argument("--checkpoint", type=Path, default=None,
+                        help="trained checkpoint for the learned filler (default: none; the learned filler is left out)")
     parser.add_argument("--gaps", default=",".join(str(g) for g in GAPS),
                         help=f"gaps in slots, comma-separated (default {','.join(str(g) for g in GAPS)})")
     parser.add_argument("--samples", type=int, default=SAMPLES, help=f"samples per gap (default {SAMPLES})")

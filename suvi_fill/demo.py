@@ -260,7 +260,7 @@ def demo_command(parser):
                         help="stop after this stage (corpus = synth, build, profile, inspect)")
     parser.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"),
                         help="device for training, bench and render (default cpu)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars or progress lines")
 
     def run(args) -> int:
         import time

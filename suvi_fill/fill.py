@@ -339,16 +339,20 @@ def fill_command(parser):
     from suvi_fill.fillers import FILLERS
     parser.add_argument("--source", required=True, type=Path, help="the SUVI L2 archive (directory, searched recursively)")
     parser.add_argument("--out", required=True, type=Path, help="directory for the filled L2 files and fill_report.json")
-    parser.add_argument("--checkpoint", type=Path, default=None, help="the learned filler's checkpoint (best.pt; default: none, then --filler is needed)")
+    parser.add_argument("--checkpoint", type=Path, default=None,
+                        help="the learned filler's checkpoint (best.pt; default: none, then --filler is needed)")
     parser.add_argument("--filler", default=None, choices=tuple(FILLERS),
                         help="filler for the lost bands (default: learned, with --checkpoint)")
     parser.add_argument("--shards", type=Path, default=None,
                         help="a corpus already built from --source (default: build one inside --out, removed after)")
-    parser.add_argument("--resolution", type=int, default=None, help="resolution of the corpus built (see build; default: the source's, at most 640)")
+    parser.add_argument("--resolution", type=int, default=None,
+                        help="resolution of the corpus built (see build; default: the source's, at most 640)")
     parser.add_argument("--span", type=int, default=64, help="fill from frames up to this many slots away (default 64)")
     parser.add_argument("--start", default=None, help="first slot to fill, ISO (default: the archive's first)")
-    parser.add_argument("--end", default=None, help="end of the slots to fill (exclusive), ISO (default: after the archive's last)")
-    parser.add_argument("--satellite", type=int, default=None, help="only this satellite (16 or 18; default: every satellite of the archive)")
+    parser.add_argument("--end", default=None,
+                        help="end of the slots to fill (exclusive), ISO (default: after the archive's last)")
+    parser.add_argument("--satellite", type=int, default=None,
+                        help="only this satellite (16 or 18; default: every satellite of the archive)")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where the filler runs")
     parser.add_argument("--quiet", action="store_true", help="no progress bars or progress lines")
     return run_fill

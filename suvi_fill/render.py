@@ -277,7 +277,8 @@ def render_command(parser):
     parser.add_argument("--satellite", required=True, type=int, help="16 or 18")
     parser.add_argument("--start", required=True, help="first slot's time, ISO (e.g. 2024-03-18T06:00Z)")
     parser.add_argument("--end", required=True, help="end of the range (exclusive), ISO")
-    parser.add_argument("--band", default=None, help="one band to render, in A (e.g. 171; give --band or --rgb; default: none)")
+    parser.add_argument("--band", default=None,
+                        help="one band to render, in A (e.g. 171; give --band or --rgb; default: none)")
     parser.add_argument("--rgb", default=None, help="three bands as red,green,blue (e.g. 304,171,195; default: none)")
     parser.add_argument("--fill", required=True, choices=tuple(FILLERS), help="filler for the lost bands")
     parser.add_argument("--checkpoint", type=Path, default=None, help="checkpoint for --fill learned (default: none)")

@@ -1257,7 +1257,8 @@ def synth_command(parser: argparse.ArgumentParser):
     parser.add_argument("--hours", type=float, default=None, help="span in hours, instead of --days (default: off)")
     parser.add_argument("--resolution", type=int, default=DEFAULT_RESOLUTION,
                         help=f"image size in pixels (default {DEFAULT_RESOLUTION}; real L2 is 1280)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the Sun, the outages and the noise (same seed, same archive)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the Sun, the outages and the noise (same seed, same archive)")
     parser.add_argument("--start", default=DEFAULT_START, help=f"first UTC day (default {DEFAULT_START})")
     parser.add_argument("--satellites", default=",".join(map(str, SATELLITES)),
                         help="comma-separated GOES numbers (default 16,18)")

@@ -17,6 +17,7 @@ from szrank.errors import DivergedError
 from szrank.architecture import FACE_COUNT, MOVE_COUNT, SCALE_COUNT
 from szrank.model import ensemble_outputs
 from szrank.objective import clip_gain, scored_policy_records
+from szrank.progress import progress_bar
 
 # %% auto 0
 __all__ = ['TOP_FRACTION', 'POLICY_HEADS', 'average_precision', 'expected_calibration_error', 'top_fraction_mean_gain',
@@ -213,12 +214,16 @@ class MetricAccumulator:
 # %% ../nbs/szrank/23_metrics.ipynb 27
 @torch.no_grad()
 def evaluate_ensemble(snapshot, members: list, split: str, batch_size: int, max_records_per_split: int,
-                      gain_clip: float, amp_enabled: bool, device) -> dict:
-    "Metrics of the ensemble on one split of a snapshot; non-finite outputs are a `DivergedError`."
+                      gain_clip: float, amp_enabled: bool, device, quiet: bool = False) -> dict:
+    "Metrics of the ensemble on one split of a snapshot (progress unless `quiet`); non-finite outputs are a `DivergedError`."
     for member in members:
         member.eval()
     metrics = MetricAccumulator()
-    batches = iter_record_batches(snapshot, {split}, batch_size, 0, 0, max_records_per_split)
+    records = snapshot.split_counts.get(split, 0)
+    records = min(records, max_records_per_split) if max_records_per_split else records
+    batches = progress_bar(iter_record_batches(snapshot, {split}, batch_size, 0, 0, max_records_per_split),
+                           total=max(1, math.ceil(records / batch_size)), desc=f"evaluate {split}", unit="batch",
+                           leave=False, quiet=quiet)
     for raw_records in batches:
         try:
             batch = decode_batch(raw_records).to(device)

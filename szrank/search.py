@@ -573,7 +573,8 @@ def search_command(parser: argparse.ArgumentParser):
     parser.add_argument("--workers", type=int, help="worker processes (default: one per core, at most --runs)")
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="run the runs on a Dask cluster: a scheduler address, or local:N for N local worker "
-                             "processes (the archive must be on a file system every worker sees; default: worker processes here)")
+                             "processes (the archive must be on a file system every worker sees; default: worker "
+                             "processes here)")
     parser.add_argument("--split-runs-out", type=Path, metavar="FILE",
                         help="write the first four runs as a train/validation/test/stress --split-runs file "
                              "(default: none written)")

@@ -415,7 +415,7 @@ def run_training(config: TrainConfig, setup: Setup, snapshot: SnapshotInfo, dete
     "Report training, the gate, and either the rejected report (status 4) or deployment training and publishing."
     evaluate = lambda members, split: evaluate_ensemble(
         snapshot, members, split, config.batch_size, config.max_records_per_split, config.gain_clip,
-        setup.amp_enabled, setup.device)
+        setup.amp_enabled, setup.device, quiet=config.progress is False)
     members = fresh_members(config, setup.device)
     history, best_epoch = train_ensemble(snapshot, members, {"train"}, config.report_epochs, config,
                                          config.seed, setup.amp_enabled, setup.device,

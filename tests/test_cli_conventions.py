@@ -146,7 +146,7 @@ def test_readme_says_how_to_install_and_where_data_comes_from():
     examples = re.findall(r"`(dr_suvi-l2-ci\d{3}_g\d{2}_s\w+_e\w+_v[\d-]+\.fits)`", readme)
     assert examples and all(L2_NAME.match(name) for name in examples), examples
     for code in ("130", "143"):
-        assert re.search(rf"^\| {code} \|", readme, re.M), code
+        assert re.search(rf"^\s*\| {code} \|", readme, re.M), code
 
 
 def test_quickstart_demo_installs_only_the_suvi_fill_extra():

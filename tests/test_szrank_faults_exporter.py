@@ -129,7 +129,7 @@ def test_sigterm_during_an_export_cleans_up_and_exits_143(tmp_path, exporter):
         if process.poll() is None:
             process.kill()
     assert process.returncode == 143, stderr
-    lines = [line for line in stderr.strip().splitlines() if not line.startswith(("Device:", "PyTorch:", "Exporting"))]
+    lines = [line for line in stderr.strip().splitlines() if not line.startswith(("Device:", "PyTorch:", "Exporting", "export: "))]
     assert len(lines) == 1 and lines[0].startswith("Training terminated (SIGTERM): ") \
         and "exporter stopped, no snapshot was written" in lines[0] and "current.sztf was not changed" in lines[0], stderr
     assert list(snapshots.iterdir()) == [] and gone(tmp_path / "exporter.pid")
