@@ -1,5 +1,9 @@
 """The documentation site builds from the notebooks: every notebook has a page, with
-at least the figures its executed cells produced, and the API of both packages is listed.
+at least the figures its executed cells produced; the API of both packages has one page per
+module with signatures, and the general index lists it; the guide pages (getting started,
+gallery, command-line reference, changelog and citation when the repository has them) are
+there; backticked names in the prose link into the API; no page loads a script from a CDN;
+the build log holds no kernel-transport or missing-cell-id warning.
 
 Builds with .ci/make_site.py (Sphinx + MyST-NB), reusing its execution cache
 (`_docs_src/.jupyter_cache`), so a second run executes only changed notebooks."""
@@ -18,10 +22,14 @@ NOTEBOOKS = sorted(p.relative_to(ROOT / "nbs").with_suffix("") for p in (ROOT / 
                    if ".ipynb_checkpoints" not in p.parts)
 
 
+BUILD_LOG = []
+
+
 @pytest.fixture(scope="module")
 def site():
     result = subprocess.run([sys.executable, str(ROOT / ".ci" / "make_site.py"), "--out", str(SITE)],
                             capture_output=True, text=True, cwd=ROOT)
+    BUILD_LOG.append(result.stdout + result.stderr)
     failures = [line for line in (result.stdout + result.stderr).splitlines()
                 if "WARNING" in line or "ERROR" in line]
     assert result.returncode == 0, "site build failed:\n" + "\n".join(failures[-20:])
@@ -52,10 +60,97 @@ def test_the_site_has_figures_at_all(site):
     assert len(list((site / "_images").glob("*.png"))) >= 5
 
 
-@pytest.mark.parametrize("package,name", [("suvi_fill", "suvi_fill.files.atomic_write"),
-                                          ("szrank", "szrank.stream")])
-def test_the_api_of_both_packages_is_listed(site, package, name):
-    assert name in (site / "api" / f"{package}.html").read_text(encoding="utf-8")
+def modules(package: str) -> list[str]:
+    import importlib
+    import pkgutil
+    module = importlib.import_module(package)
+    return [package] + sorted(m.name for m in pkgutil.walk_packages(module.__path__, f"{package}."))
+
+
+@pytest.mark.parametrize("package,module,name", [("suvi_fill", "suvi_fill.files", "suvi_fill.files.atomic_write"),
+                                                 ("szrank", "szrank.obj", "szrank.obj.read_configuration")])
+def test_the_api_of_both_packages_is_listed(site, package, module, name):
+    "The package page lists its modules; the module page has the function's entry with its parameters."
+    assert f'href="{module}.html' in (site / "api" / f"{package}.html").read_text(encoding="utf-8")
+    text = (site / "api" / f"{module}.html").read_text(encoding="utf-8")
+    entry = text[text.index(f'id="{name}"'):]
+    entry = entry[:entry.index("</dt>")]
+    assert entry.count('class="sig-param"') >= 2, f"{name}: no parameters in its signature"
+
+
+@pytest.mark.parametrize("package", ["suvi_fill", "szrank"])
+def test_one_page_per_module(site, package):
+    "Every module has its page, and a module that exports functions shows their parameters."
+    for module in modules(package):
+        page = site / "api" / f"{module}.html"
+        assert page.exists(), f"no API page for {module}"
+        text = page.read_text(encoding="utf-8")
+        if 'class="sig sig-object py" id=' in text and '<dl class="py function">' in text:
+            assert 'class="sig-param"' in text, f"{module}: functions without their parameters"
+
+
+def test_the_general_index_lists_the_api(site):
+    text = (site / "genindex.html").read_text(encoding="utf-8")
+    assert len(re.findall(r'href="api/[^"]+#', text)) >= 300, "genindex.html barely lists the API"
+    assert "read_configuration()" in text and "atomic_write()" in text
+
+
+def test_the_guide_pages_are_there(site):
+    "Getting started, the gallery (with figures), and the CLI reference naming every subcommand of both scripts."
+    assert "suvi-fill demo" in (site / "getting_started.html").read_text(encoding="utf-8")
+    gallery = (site / "gallery.html").read_text(encoding="utf-8")
+    assert len(re.findall(r'<img [^>]*src="_images/', gallery)) >= 3
+    cli = (site / "cli.html").read_text(encoding="utf-8")
+    import suvi_fill.cli
+    import szrank.cli
+    for prog, module in (("suvi-fill", suvi_fill.cli), ("szrank", szrank.cli)):
+        for command in module.COMMANDS:
+            assert f"{prog} {command.name}" in cli, f"{prog} {command.name} missing from the CLI reference"
+    assert "--evaluations" in cli and "--checkpoint" in cli
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert 'href="getting_started.html"' in index and 'href="cli.html"' in index
+
+
+@pytest.mark.parametrize("source,page,words", [("CHANGELOG.md", "changelog", None),
+                                               ("CITATION.cff", "citation", "cite")])
+def test_changelog_and_citation_pages_when_the_repository_has_them(site, source, page, words):
+    if not (ROOT / source).exists():
+        assert not (site / f"{page}.html").exists()
+        pytest.skip(f"no {source} in this repository: no {page} page")
+    text = (site / f"{page}.html").read_text(encoding="utf-8")
+    first = next(line for line in (ROOT / source).read_text(encoding="utf-8").splitlines()
+                 if line.strip() and not line.startswith(("#", "---")))
+    assert (words or "") in text and first.split()[-1].strip("*_`") in text
+
+
+def test_no_page_loads_a_script_from_a_cdn(site):
+    remote = {page.relative_to(site).as_posix(): re.findall(r'<script[^>]*src="((?:https?:)?//[^"]+)"', text)
+              for page in site.rglob("*.html") for text in [page.read_text(encoding="utf-8")]}
+    assert not {page: srcs for page, srcs in remote.items() if srcs}
+
+
+def test_the_prose_links_into_the_api(site):
+    "Backticked API names in the notebooks' markdown are links to their API entries."
+    linked = {}
+    for page in NOTEBOOKS:
+        text = (site / page.with_suffix(".html")).read_text(encoding="utf-8")
+        linked[str(page)] = len(re.findall(r'<a class="reference internal" href="(?:\.\./)+api/[^"]+#[^"]+"', text))
+    assert sum(linked.values()) >= 50 and sum(1 for n in linked.values() if n) >= 20, linked
+    bench = (site / "suvi_fill" / "51_bench.html").read_text(encoding="utf-8")
+    assert 'href="../api/suvi_fill.bench.html#suvi_fill.bench.run_bench"' in bench
+
+
+def test_the_build_log_is_clean(site):
+    log = BUILD_LOG[-1]
+    assert "Kernel is running over TCP" not in log
+    assert "MissingIDFieldWarning" not in log
+
+
+def test_every_notebook_cell_has_an_id():
+    "nbformat 4.5 cells carry ids; a cell without one is a warning at every site build."
+    for page in NOTEBOOKS:
+        cells = json.loads((ROOT / "nbs" / page.with_suffix(".ipynb")).read_text(encoding="utf-8"))["cells"]
+        assert all("id" in cell for cell in cells), f"nbs/{page}.ipynb: a cell without an id"
 
 
 def test_the_landing_page_is_the_index_notebook(site):
