@@ -20,8 +20,8 @@ from suvi_fill.lock import LOCK_NAME, is_stale, read_holder
 
 # %% auto 0
 __all__ = ['MANIFEST', 'MANIFEST_FORMAT', 'SPLITS', 'REBUILD', 'READY', 'SWITCH_WAIT_SECONDS', 'SWITCH_POLL_SECONDS',
-           'SWITCH_RETRIES', 'days_touched', 'targets_in', 'Calibration', 'manifest_digest', 'file_in', 'Corpus',
-           'close_shards', 'inspect_command']
+           'SWITCH_RETRIES', 'days_touched', 'targets_in', 'Calibration', 'manifest_digest', 'file_in', 'CorpusRebuilt',
+           'Corpus', 'close_shards', 'inspect_command']
 
 # %% ../nbs/suvi_fill/25_corpus.ipynb 4
 #: The manifest's file name inside a corpus directory.
@@ -197,7 +197,12 @@ def _rebuilt(directory: Path, path: Path, digest: str, timeout: float = SWITCH_W
     deadline = time.monotonic() + timeout
     while (Path(directory) / READY).exists() and _writer_alive(directory) and time.monotonic() < deadline:
         time.sleep(SWITCH_POLL_SECONDS)
-    return _digest_on_disk(path) != digest
+    now = _digest_on_disk(path)
+    return now is not None and now != digest
+
+
+class CorpusRebuilt(InvalidData):
+    "A rebuild replaced the corpus after this `Corpus` read its manifest: nothing is damaged; open it again."
 
 # %% ../nbs/suvi_fill/25_corpus.ipynb 24
 class Corpus:
@@ -316,20 +321,30 @@ def _stale(self, shards: dict) -> list:
             and shard.digest != self.listed[dataset.shard_name(d, s)]["digest"]]
 
 # %% ../nbs/suvi_fill/25_corpus.ipynb 36
+def _raise_if_rebuilt(self) -> None:
+    "`CorpusRebuilt` when a rebuild replaced the corpus since this `Corpus` read its manifest (`_rebuilt`)."
+    if _rebuilt(self.directory, self.path, self.digest):
+        raise CorpusRebuilt(f"{self.path}: the corpus was rebuilt after it was opened (its manifest is no longer "
+                            f"{self.digest[:12]}); open it again")
+
+
 def _open_shards(self, split: str | None = None, satellites=None, missing_ok: bool = False) -> dict:
     """`{(day, satellite): Shard}` of the listed shards of `split` (default all); a missing one is
     `MissingData` unless `missing_ok` (then skipped: a pool slice holds a few days).  `InvalidData`
-    (closing them) when a header digest differs from the manifest's."""
+    (closing them) when a header digest differs from the manifest's; `CorpusRebuilt` instead of
+    either when a rebuild replaced the corpus since its manifest was read."""
     shards = {}
     try:
         for key, path in self.shards(split, satellites).items():
             if not path.exists():
                 if missing_ok:
                     continue
+                self._raise_if_rebuilt()
                 raise MissingData(f"{path}: no such shard, though {self.path} lists it; {REBUILD}")
             shards[key] = dataset.Shard(path)
         stale = self._stale(shards)
         if stale:
+            self._raise_if_rebuilt()
             raise InvalidData(f"{self.directory / stale[0]}: header digest differs from the one {self.path} records: "
                               f"{len(stale)} shard(s) changed since the manifest was written; {REBUILD}")
     except BaseException:
@@ -353,8 +368,9 @@ def _check(self, missing_ok: bool = True) -> int:
 
 
 Corpus._stale, Corpus.open_shards, Corpus.check = _stale, _open_shards, _check
+Corpus._raise_if_rebuilt = _raise_if_rebuilt
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 41
+# %% ../nbs/suvi_fill/25_corpus.ipynb 42
 def _verify(self) -> list:
     """The full check: every listed shard present, its content hash equal to its header's and the
     manifest's digest.  Returns the problems, one line each (empty when the corpus is intact)."""
@@ -371,10 +387,10 @@ def _verify(self) -> list:
             problems.append(f"{path}: digest {header[:12]} differs from the manifest's {str(entry.get('digest'))[:12]}")
     return problems
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 42
+# %% ../nbs/suvi_fill/25_corpus.ipynb 43
 Corpus.verify = _verify
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 45
+# %% ../nbs/suvi_fill/25_corpus.ipynb 46
 def _band_lines(self, satellite: int, shards: dict) -> list:
     "The clean-share line and the not-present reasons of `satellite`."
     mine = [s for (d, sat), s in shards.items() if sat == satellite]
@@ -386,7 +402,7 @@ def _band_lines(self, satellite: int, shards: dict) -> list:
     return [f"  g{satellite} ({len(mine)} shards)        {shares}   {int(present.all(axis=1).sum())}/{len(present)}",
             "    not present: " + (", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) or "none")]
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 46
+# %% ../nbs/suvi_fill/25_corpus.ipynb 47
 def _split_lines(self) -> list:
     "One line per split: segments, slots, targets at span_min, days."
     lines = []
@@ -405,7 +421,7 @@ def _calibration_lines(self) -> list:
             + " ".join(f"{w}:{cal.fits[w][satellite][0]:.4f}" for w in paths.WAVELENGTHS)
             for satellite in self.satellites if satellite != cal.reference]
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 48
+# %% ../nbs/suvi_fill/25_corpus.ipynb 49
 def _describe(self) -> list:
     "The lines `suvi-fill inspect` prints."
     lines = [f"corpus {self.directory}: manifest {self.digest[:12]}, {self.resolution} px, "
@@ -421,11 +437,11 @@ def _describe(self) -> list:
         close_shards(shards)
     return lines + self._split_lines() + self._calibration_lines()
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 49
+# %% ../nbs/suvi_fill/25_corpus.ipynb 50
 Corpus._band_lines, Corpus._split_lines, Corpus._calibration_lines = _band_lines, _split_lines, _calibration_lines
 Corpus.describe = _describe
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 52
+# %% ../nbs/suvi_fill/25_corpus.ipynb 53
 def inspect_command(parser):
     "`suvi-fill inspect --shards DIR [--verify]`."
     parser.add_argument("--shards", required=True, type=Path, help="corpus directory (suvi-fill build --out)")
@@ -436,8 +452,15 @@ def inspect_command(parser):
     def run(args) -> int:
         if not args.shards.is_dir():
             raise MissingData(f"--shards {args.shards}: not a directory ({REBUILD})")
-        corpus = Corpus.open(args.shards)
-        print("\n".join(corpus.describe()))
+        for attempt in range(SWITCH_RETRIES + 1):
+            corpus = Corpus.open(args.shards)
+            try:
+                lines = corpus.describe()
+                break
+            except CorpusRebuilt:                  # rebuilt between the open and the report: read the new one
+                if attempt == SWITCH_RETRIES:
+                    raise
+        print("\n".join(lines))
         if args.verify:
             problems = corpus.verify()
             if problems:

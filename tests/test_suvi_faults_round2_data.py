@@ -1,6 +1,7 @@
 """The data side's second round of faults: names read from a manifest stay inside the corpus,
 filled files are never ingested as observations, a reader reads through a rebuild's switch, odd
 file names, corrupt gzip streams, unusable scheduler addresses and sign-flipped frames."""
+import argparse
 import gzip
 import json
 import os
@@ -16,7 +17,7 @@ from astropy.io import fits as astropy_fits
 from conftest import run, tool
 from test_suvi_faults_data import D0, DAY, N, build_cli, one_line, write_frames
 from suvi_fill import dataset, fits, ingest, paths
-from suvi_fill.corpus import MANIFEST, Corpus, manifest_digest
+from suvi_fill.corpus import MANIFEST, Corpus, inspect_command, manifest_digest
 from suvi_fill.errors import InvalidData
 from suvi_fill.lock import directory_lock
 
@@ -134,6 +135,29 @@ def test_a_reader_reads_through_the_switch_of_a_rebuild(copy, tmp_path):
         finally:
             finishing.join()
     assert opened.digest == other["manifest_digest"] != old and opened.check() == len(opened.listed)
+
+
+def test_a_corpus_rebuilt_after_it_was_opened_is_not_called_damaged(copy, tmp_path):
+    opened = Corpus.open(copy)
+    other = write_frames(tmp_path / "other", range(D0 + 4, D0 + 30))
+    ingest.build(other, copy, resolution=8, progress=False, span_min=2, log=lambda *_: None)
+    with pytest.raises(InvalidData, match="rebuilt after it was opened") as caught:
+        opened.open_shards()
+    assert "header digest differs" not in str(caught.value)
+
+
+def test_inspect_reads_a_corpus_rebuilt_between_its_open_and_its_report(copy, tmp_path, monkeypatch, capsys):
+    other = write_frames(tmp_path / "other", range(D0 + 4, D0 + 30))
+    describe, rebuilt = Corpus.describe, []
+
+    def rebuilt_first(self):
+        if not rebuilt:                                          # a build switches in right after the open
+            rebuilt.append(ingest.build(other, copy, resolution=8, progress=False, span_min=2, log=lambda *_: None))
+        return describe(self)
+    monkeypatch.setattr(Corpus, "describe", rebuilt_first)
+    parser = argparse.ArgumentParser()
+    assert inspect_command(parser)(parser.parse_args(["--shards", str(copy)])) == 0
+    assert f"manifest {rebuilt[0]['manifest_digest'][:12]}" in capsys.readouterr().out
 
 
 def test_a_half_switched_corpus_nobody_is_switching_is_still_refused(copy, tmp_path):
