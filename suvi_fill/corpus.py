@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from suvi_fill import dataset, paths
-from suvi_fill.errors import InvalidData, MissingData
+from suvi_fill.errors import DataError, InvalidData, MissingData
+from suvi_fill.lock import LOCK_NAME, is_stale, read_holder
 
 # %% auto 0
-__all__ = ['MANIFEST', 'MANIFEST_FORMAT', 'SPLITS', 'REBUILD', 'days_touched', 'targets_in', 'Calibration', 'manifest_digest',
+__all__ = ['MANIFEST', 'MANIFEST_FORMAT', 'SPLITS', 'REBUILD', 'READY', 'SWITCH_WAIT_SECONDS', 'SWITCH_POLL_SECONDS',
+           'SWITCH_RETRIES', 'days_touched', 'targets_in', 'Calibration', 'manifest_digest', 'file_in', 'CorpusRebuilt',
            'Corpus', 'close_shards', 'inspect_command']
 
 # %% ../nbs/suvi_fill/25_corpus.ipynb 4
@@ -28,6 +32,14 @@ MANIFEST_FORMAT = 1
 SPLITS = ("train", "val", "test")
 #: What to do about a bad or missing corpus, appended to every refusal.
 REBUILD = "build the corpus with suvi-fill build"
+#: Where a build's finished files wait inside the corpus directory while they are switched in (`ingest.READY`).
+READY = ".build.ready"
+#: How long `Corpus.open` waits for a rebuild's switch under way (renames only: well under a second), s.
+SWITCH_WAIT_SECONDS = 10.0
+#: How often a reader that met a switch looks again whether it is done, s.
+SWITCH_POLL_SECONDS = 0.02
+#: How many rebuilds in a row `Corpus.open` reads through before it reports what it found.
+SWITCH_RETRIES = 3
 
 # %% ../nbs/suvi_fill/25_corpus.ipynb 5
 def days_touched(segments) -> list:
@@ -147,6 +159,52 @@ def _check_listed(path: Path, record: dict) -> None:
             raise InvalidData(f"{path}: shards[{name!r}] is not a {{day, satellite, digest}} record; {REBUILD}")
 
 # %% ../nbs/suvi_fill/25_corpus.ipynb 18
+def file_in(directory, name, where, field: str = "shards", remedy: str = REBUILD) -> Path:
+    """`directory / name` when `name`, read from field `field` of the file `where`, is a plain file name
+    (no directory part, not absolute, not `.` or `..`); `InvalidData` naming `where` and the field, then
+    `remedy`, otherwise."""
+    separators = {"/", os.sep, os.altsep or "/", "\0"}
+    if not isinstance(name, str) or name in ("", ".", "..") or any(s in name for s in separators):
+        raise InvalidData(f"{where}: field {field!r} names {name!r}, which is not a file name inside "
+                          f"{directory}; {remedy}")
+    return Path(directory) / name
+
+
+def _check_names(path: Path, directory: Path, record: dict) -> None:
+    "Every shard name of the manifest `record` read from `path` is a file of `directory` (`file_in`)."
+    for name in record["shards"]:
+        file_in(directory, name, path)
+
+# %% ../nbs/suvi_fill/25_corpus.ipynb 21
+def _writer_alive(directory: Path) -> bool:
+    "Whether a live writer holds the lock of the corpus `directory` (`suvi_fill.lock`)."
+    lock = Path(directory) / LOCK_NAME
+    return lock.exists() and not is_stale(lock, read_holder(lock))
+
+
+def _digest_on_disk(path: Path):
+    "The `digest` of the manifest now at `path`, None when it cannot be read."
+    try:
+        record = json.loads(Path(path).read_text())
+        return record.get("digest") if isinstance(record, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _rebuilt(directory: Path, path: Path, digest: str, timeout: float = SWITCH_WAIT_SECONDS) -> bool:
+    """True when the corpus in `directory` was rebuilt since its manifest `path` of `digest` was read: once
+    no switch is under way (waiting at most `timeout` s for one), the manifest at `path` is another."""
+    deadline = time.monotonic() + timeout
+    while (Path(directory) / READY).exists() and _writer_alive(directory) and time.monotonic() < deadline:
+        time.sleep(SWITCH_POLL_SECONDS)
+    now = _digest_on_disk(path)
+    return now is not None and now != digest
+
+
+class CorpusRebuilt(InvalidData):
+    "A rebuild replaced the corpus after this `Corpus` read its manifest: nothing is damaged; open it again."
+
+# %% ../nbs/suvi_fill/25_corpus.ipynb 24
 class Corpus:
     """A built corpus: its checked manifest, the shard directory, the calibration and the splits.
 
@@ -165,6 +223,7 @@ class Corpus:
         self.span_min = int(manifest["span_min"])
         self.split_stretch = int(manifest.get("split_stretch", 0))
         self.days = list(manifest["days"])
+        _check_names(self.path, self.directory, manifest)
         self.listed = dict(manifest["shards"])
 
     @classmethod
@@ -172,25 +231,32 @@ class Corpus:
         """The corpus whose manifest is `where` (a `manifest.json`, or the directory holding it);
         its shards are in `shards_dir` (default: beside the manifest).  Checked before it is
         returned: the fields, the manifest's digest, and each listed shard's presence (skipped
-        with `missing_ok`), size and header digest (`check`).  Raises `MissingData` for a missing
-        directory, manifest or shard, `InvalidData` naming the file and field otherwise."""
+        with `missing_ok`), size and header digest (`check`).  A shard that fails the check because a
+        rebuild is switching the corpus in is not damage: the new manifest is read (`_rebuilt`).
+        Raises `MissingData` for a missing directory, manifest or shard, `InvalidData` naming the
+        file and field otherwise."""
         where = Path(where)
         if not where.exists() and where.suffix != ".json":
             raise MissingData(f"{where}: not a directory ({REBUILD})")
         path = where / MANIFEST if where.is_dir() else where
-        record = _read_json(path)
-        _check_fields(path, record)
-        _check_listed(path, record)
-        _check_digest(path, record)
-        corpus = cls(path, Path(shards_dir) if shards_dir is not None else path.parent, record)
-        corpus.check(missing_ok=missing_ok)
-        return corpus
+        for attempt in range(SWITCH_RETRIES + 1):
+            record = _read_json(path)
+            _check_fields(path, record)
+            _check_listed(path, record)
+            _check_digest(path, record)
+            corpus = cls(path, Path(shards_dir) if shards_dir is not None else path.parent, record)
+            try:
+                corpus.check(missing_ok=missing_ok)
+                return corpus
+            except DataError:
+                if attempt == SWITCH_RETRIES or not _rebuilt(corpus.directory, path, record["digest"]):
+                    raise
 
     def __repr__(self):
         return (f"Corpus({self.directory}, manifest {self.digest[:12]}, {len(self.days)} days, "
                 f"satellites {self.satellites}, {self.resolution} px)")
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 22
+# %% ../nbs/suvi_fill/25_corpus.ipynb 28
 def _split(self, name: str) -> list:
     "The segments `[(satellite, start, end), ...]` of split `name`; `InvalidData` when the manifest has none."
     chosen = self.manifest["segments"].get(name)
@@ -209,7 +275,7 @@ def _split_days(self, name: str) -> list:
     "The UTC days the segments of split `name` touch."
     return days_touched(self.split(name))
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 23
+# %% ../nbs/suvi_fill/25_corpus.ipynb 29
 def _resident_days(self, name: str) -> list:
     "The days of split `name` whose shard of the first satellite is on disk (the trainer's rule)."
     return [d for d in self.split_days(name) if self.shard_path(d, self.satellites[0]).exists()]
@@ -232,7 +298,7 @@ def _shards(self, split: str | None = None, satellites=None) -> dict:
 Corpus.split, Corpus.splits, Corpus.split_days = _split, property(_splits), _split_days
 Corpus.resident_days, Corpus.shard_path, Corpus.shards = _resident_days, _shard_path, _shards
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 26
+# %% ../nbs/suvi_fill/25_corpus.ipynb 32
 def _calibration(self) -> Calibration:
     "The manifest's cross-calibration, typed; `InvalidData` naming the file when absent or malformed."
     if "calibration" not in self.manifest:
@@ -247,28 +313,38 @@ def _targets(self, split: str, span: int | None = None) -> int:
 
 Corpus.calibration, Corpus.targets = property(_calibration), _targets
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 29
+# %% ../nbs/suvi_fill/25_corpus.ipynb 35
 def _stale(self, shards: dict) -> list:
     "Names of the open `shards` whose header digest differs from the manifest's."
     return [dataset.shard_name(d, s) for (d, s), shard in shards.items()
             if dataset.shard_name(d, s) in self.listed
             and shard.digest != self.listed[dataset.shard_name(d, s)]["digest"]]
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 30
+# %% ../nbs/suvi_fill/25_corpus.ipynb 36
+def _raise_if_rebuilt(self) -> None:
+    "`CorpusRebuilt` when a rebuild replaced the corpus since this `Corpus` read its manifest (`_rebuilt`)."
+    if _rebuilt(self.directory, self.path, self.digest):
+        raise CorpusRebuilt(f"{self.path}: the corpus was rebuilt after it was opened (its manifest is no longer "
+                            f"{self.digest[:12]}); open it again")
+
+
 def _open_shards(self, split: str | None = None, satellites=None, missing_ok: bool = False) -> dict:
     """`{(day, satellite): Shard}` of the listed shards of `split` (default all); a missing one is
     `MissingData` unless `missing_ok` (then skipped: a pool slice holds a few days).  `InvalidData`
-    (closing them) when a header digest differs from the manifest's."""
+    (closing them) when a header digest differs from the manifest's; `CorpusRebuilt` instead of
+    either when a rebuild replaced the corpus since its manifest was read."""
     shards = {}
     try:
         for key, path in self.shards(split, satellites).items():
             if not path.exists():
                 if missing_ok:
                     continue
+                self._raise_if_rebuilt()
                 raise MissingData(f"{path}: no such shard, though {self.path} lists it; {REBUILD}")
             shards[key] = dataset.Shard(path)
         stale = self._stale(shards)
         if stale:
+            self._raise_if_rebuilt()
             raise InvalidData(f"{self.directory / stale[0]}: header digest differs from the one {self.path} records: "
                               f"{len(stale)} shard(s) changed since the manifest was written; {REBUILD}")
     except BaseException:
@@ -276,7 +352,7 @@ def _open_shards(self, split: str | None = None, satellites=None, missing_ok: bo
         raise
     return shards
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 31
+# %% ../nbs/suvi_fill/25_corpus.ipynb 37
 def close_shards(shards: dict) -> None:
     "Close every shard of an `open_shards` dict."
     for shard in shards.values():
@@ -292,8 +368,9 @@ def _check(self, missing_ok: bool = True) -> int:
 
 
 Corpus._stale, Corpus.open_shards, Corpus.check = _stale, _open_shards, _check
+Corpus._raise_if_rebuilt = _raise_if_rebuilt
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 35
+# %% ../nbs/suvi_fill/25_corpus.ipynb 42
 def _verify(self) -> list:
     """The full check: every listed shard present, its content hash equal to its header's and the
     manifest's digest.  Returns the problems, one line each (empty when the corpus is intact)."""
@@ -310,10 +387,10 @@ def _verify(self) -> list:
             problems.append(f"{path}: digest {header[:12]} differs from the manifest's {str(entry.get('digest'))[:12]}")
     return problems
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 36
+# %% ../nbs/suvi_fill/25_corpus.ipynb 43
 Corpus.verify = _verify
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 39
+# %% ../nbs/suvi_fill/25_corpus.ipynb 46
 def _band_lines(self, satellite: int, shards: dict) -> list:
     "The clean-share line and the not-present reasons of `satellite`."
     mine = [s for (d, sat), s in shards.items() if sat == satellite]
@@ -325,7 +402,7 @@ def _band_lines(self, satellite: int, shards: dict) -> list:
     return [f"  g{satellite} ({len(mine)} shards)        {shares}   {int(present.all(axis=1).sum())}/{len(present)}",
             "    not present: " + (", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) or "none")]
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 40
+# %% ../nbs/suvi_fill/25_corpus.ipynb 47
 def _split_lines(self) -> list:
     "One line per split: segments, slots, targets at span_min, days."
     lines = []
@@ -344,7 +421,7 @@ def _calibration_lines(self) -> list:
             + " ".join(f"{w}:{cal.fits[w][satellite][0]:.4f}" for w in paths.WAVELENGTHS)
             for satellite in self.satellites if satellite != cal.reference]
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 42
+# %% ../nbs/suvi_fill/25_corpus.ipynb 49
 def _describe(self) -> list:
     "The lines `suvi-fill inspect` prints."
     lines = [f"corpus {self.directory}: manifest {self.digest[:12]}, {self.resolution} px, "
@@ -360,11 +437,11 @@ def _describe(self) -> list:
         close_shards(shards)
     return lines + self._split_lines() + self._calibration_lines()
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 43
+# %% ../nbs/suvi_fill/25_corpus.ipynb 50
 Corpus._band_lines, Corpus._split_lines, Corpus._calibration_lines = _band_lines, _split_lines, _calibration_lines
 Corpus.describe = _describe
 
-# %% ../nbs/suvi_fill/25_corpus.ipynb 46
+# %% ../nbs/suvi_fill/25_corpus.ipynb 53
 def inspect_command(parser):
     "`suvi-fill inspect --shards DIR [--verify]`."
     parser.add_argument("--shards", required=True, type=Path, help="corpus directory (suvi-fill build --out)")
@@ -375,8 +452,15 @@ def inspect_command(parser):
     def run(args) -> int:
         if not args.shards.is_dir():
             raise MissingData(f"--shards {args.shards}: not a directory ({REBUILD})")
-        corpus = Corpus.open(args.shards)
-        print("\n".join(corpus.describe()))
+        for attempt in range(SWITCH_RETRIES + 1):
+            corpus = Corpus.open(args.shards)
+            try:
+                lines = corpus.describe()
+                break
+            except CorpusRebuilt:                  # rebuilt between the open and the report: read the new one
+                if attempt == SWITCH_RETRIES:
+                    raise
+        print("\n".join(lines))
         if args.verify:
             problems = corpus.verify()
             if problems:

@@ -11,6 +11,7 @@ import functools
 import math
 import re
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -114,6 +115,7 @@ class L2Header:
     sat_thr: float             # SAT_THR, CCD saturation radiance
     version: str               # from the file name
     defaulted: tuple = ()      # keys that were absent and took their default
+    filled: bool = False       # FILLED: written by suvi-fill fill, not an observation
 
     @property
     def slot(self) -> int:
@@ -233,7 +235,7 @@ def parse_l2_header(header, path="<header>", shape=None) -> L2Header:
         img_min=optional("IMG_MIN", float("nan"), _real), img_max=optional("IMG_MAX", float("nan"), _real),
         img_mean=optional("IMG_MEAN", float("nan"), _real), img_sdev=optional("IMG_SDEV", float("nan"), _real),
         sat_thr=optional("SAT_THR", float("nan"), _real),
-        version=named.version, defaulted=tuple(defaulted))
+        version=named.version, defaulted=tuple(defaulted), filled=_flag(header.get("FILLED", False)))
 
 # %% ../nbs/suvi_fill/13_fits.ipynb 16
 #: Smallest side of a usable image (the corpus's smallest resolution).
@@ -355,7 +357,7 @@ def _file_image(path: Path) -> tuple:
                         header[key] = value
     except L2FormatError:
         raise
-    except (OSError, ValueError, TypeError, IndexError, KeyError) as exc:
+    except (OSError, ValueError, TypeError, IndexError, KeyError, EOFError, zlib.error) as exc:
         raise L2FormatError(f"{path.name}: unreadable FITS ({' '.join(str(exc).split()) or type(exc).__name__})") from None
     return data, header
 
@@ -555,7 +557,7 @@ def write_l2(path, radiance, header_values: dict, durable: bool = True, dtype=np
     atomic_write(path, payload, durable=durable)
     return path
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 38
+# %% ../nbs/suvi_fill/13_fits.ipynb 39
 #: Fill value of the unreadable frames the archive holds (file present, data meaningless).
 SENTINEL_VALUE = -999.0
 
@@ -565,7 +567,7 @@ def sentinel_fraction(data, value: float = SENTINEL_VALUE) -> float:
     data = np.asarray(data)
     return float(np.count_nonzero(data == np.float32(value))) / max(data.size, 1)
 
-# %% ../nbs/suvi_fill/13_fits.ipynb 41
+# %% ../nbs/suvi_fill/13_fits.ipynb 42
 def world_from_pixel(header, row, col) -> tuple:
     "Helioprojective offsets (Tx, Ty) in arcsec of 0-based array pixel(s) `(row, col)`."
     dx = np.asarray(col, dtype=np.float64) + 1.0 - header.crpix1

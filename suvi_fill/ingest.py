@@ -20,16 +20,16 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from suvi_fill import coding, dataset, fits, paths, segments
+from suvi_fill import coding, corpus, dataset, fits, paths, segments
 from suvi_fill.errors import InvalidData, MissingData, OptionError
 from suvi_fill.files import atomic_write_json, fsync_directory
 from suvi_fill.lock import directory_lock, remove_leftovers
 
 # %% auto 0
-__all__ = ['NONFINITE_MAX_FRACTION', 'SENTINEL_FRACTION', 'SATURATED_MAX_FRACTION', 'MAX_DEFAULT_RESOLUTION', 'REPORT',
-           'FITS_SUFFIXES', 'DASK_SETTLE_SECONDS', 'STAGING', 'READY', 'vet', 'place', 'find_sources',
-           'describe_source', 'shard_task', 'parse_scheduler', 'dask_client', 'named_os_error', 'build',
-           'build_command']
+__all__ = ['NONFINITE_MAX_FRACTION', 'SENTINEL_FRACTION', 'SATURATED_MAX_FRACTION', 'DISK_CORE_FRACTION', 'DISK_SAMPLES',
+           'MAX_DEFAULT_RESOLUTION', 'REPORT', 'FITS_SUFFIXES', 'DASK_SETTLE_SECONDS', 'SCHEDULER_PROTOCOLS', 'STAGING',
+           'READY', 'FILLED_REASON', 'vet', 'negative_disk', 'place', 'find_sources', 'shown', 'describe_source',
+           'shard_task', 'parse_scheduler', 'dask_client', 'named_os_error', 'build', 'build_command']
 
 # %% ../nbs/suvi_fill/21_ingest.ipynb 4
 #: More non-finite pixels than this share rejects a frame (fewer are zeroed).
@@ -60,7 +60,30 @@ def vet(data, header) -> int:
         return dataset.SATURATED
     return dataset.CLEAN
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 7
+# %% ../nbs/suvi_fill/21_ingest.ipynb 6
+#: Share of the solar radius `negative_disk` judges: inside it every EUV band is the bright disk, not the limb.
+DISK_CORE_FRACTION = 0.9
+#: Pixels sampled along each side for `negative_disk`: a median over some 4 000 disk pixels, cheap for a 1280 px frame.
+DISK_SAMPLES = 128
+
+
+def negative_disk(data, header) -> str | None:
+    """Why a frame whose solar disk reads negative (median radiance inside `DISK_CORE_FRACTION` of the
+    radius below zero: a sign flip such as `BSCALE < 0`) is not an observation; None when the disk is
+    positive (small negatives elsewhere, noise and the dark corona, are real and kept)."""
+    step = max(1, max(data.shape) // DISK_SAMPLES)
+    rows, cols = np.mgrid[0:data.shape[0]:step, 0:data.shape[1]:step]
+    centre_row, centre_col = header.centre
+    inside = np.hypot(rows - centre_row, cols - centre_col) <= DISK_CORE_FRACTION * header.radius_px
+    values = np.asarray(data)[::step, ::step][inside]
+    values = values[np.isfinite(values)]
+    median = float(np.median(values)) if values.size else 0.0
+    if median >= 0:
+        return None
+    return (f"the solar disk is negative (median {median:.3g} {header.bunit} inside {DISK_CORE_FRACTION:g} of the "
+            "radius): a sign flip such as BSCALE < 0, not an observation")
+
+# %% ../nbs/suvi_fill/21_ingest.ipynb 9
 def place(data, header, resolution: int) -> np.ndarray:
     "Radiance `data` of `header` resampled onto the corpus grid: float32 (resolution, resolution)."
     data = np.asarray(data, dtype=np.float32)
@@ -84,7 +107,7 @@ def place(data, header, resolution: int) -> np.ndarray:
                           flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
                           borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 11
+# %% ../nbs/suvi_fill/21_ingest.ipynb 13
 #: Corpus resolution when --resolution is not given: the source's, at most this.
 MAX_DEFAULT_RESOLUTION = 640
 REPORT = "build_report.json"
@@ -115,14 +138,26 @@ def find_sources(source) -> list:
                   key=lambda p: (p.name, str(p)))
 
 
+def shown(text) -> str:
+    """`text` (a file name or path) as a report can hold it: bytes of a name that are not UTF-8 (which
+    Python keeps as lone surrogates) written as `\\xNN` escapes."""
+    return str(text).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def describe_source(source, found) -> str:
     "How the build report names `source`: the directory, or for maps and lists the count and the first and last names."
     if isinstance(source, (str, os.PathLike)):
-        return str(source)
+        return shown(source)
     ends = f"{found[0].name} .. {found[-1].name}" if len(found) > 1 else (found[0].name if found else "nothing")
-    return f"{len(found)} maps and files: {ends}"
+    return shown(f"{len(found)} maps and files: {ends}")
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 12
+# %% ../nbs/suvi_fill/21_ingest.ipynb 14
+def _skip(report, path, reason: str) -> None:
+    "List `path` in `report[\"skipped\"]` with `reason` (its own name left out of it), both `shown`."
+    reason = reason[len(path.name) + 2:] if reason.startswith(path.name + ": ") else reason
+    report["skipped"].append({"file": shown(path.name), "reason": shown(reason)})
+
+
 def _group_sources(files, report) -> dict:
     """The SUVI L2 `files` by shard: `{(day, satellite): [(slot, band, path), ...]}`; a file whose
     name does not parse, or of another satellite, goes to `report["skipped"]` with the reason."""
@@ -131,18 +166,15 @@ def _group_sources(files, report) -> dict:
         try:
             name = fits.parse_l2_name(path)
         except ValueError as exc:
-            reason = str(exc)
-            report["skipped"].append({"file": path.name, "reason": reason[len(path.name) + 2:]
-                                      if reason.startswith(path.name + ": ") else reason})
+            _skip(report, path, str(exc))
             continue
         if name.satellite not in paths.SATELLITES:
-            report["skipped"].append({"file": path.name, "reason": f"satellite GOES-{name.satellite} is not one of "
-                                                                   f"{paths.SATELLITES}"})
+            _skip(report, path, f"satellite GOES-{name.satellite} is not one of {paths.SATELLITES}")
             continue
         groups[(paths.day_of_slot(name.slot), name.satellite)].append((name.slot, name.band, path))
     return groups
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 13
+# %% ../nbs/suvi_fill/21_ingest.ipynb 15
 def _write_shard(path, day, satellite, resolution, members, report, bar) -> None:
     """The shard of (`day`, `satellite`) from its source files `members` [(slot, band, path)], at
     `path`; an `OSError` the system raised without a file name (a full disk) is raised naming `path`."""
@@ -162,10 +194,11 @@ def _write_shard(path, day, satellite, resolution, members, report, bar) -> None
             raise named_os_error(exc, path) from None
         raise
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 14
+# %% ../nbs/suvi_fill/21_ingest.ipynb 16
 def _report_part() -> dict:
     "The per-shard share of a build report: what `_ingest_one` and `_write_shard` count."
-    return {"unreadable": [], "reasons": {name: 0 for name in dataset.QUALITY_NAMES if name != "missing"},
+    return {"unreadable": [], "skipped": [], "filled": 0,
+            "reasons": {name: 0 for name in dataset.QUALITY_NAMES if name != "missing"},
             "degraded": 0, "defaulted_keys": {}}
 
 
@@ -180,13 +213,15 @@ def shard_task(path, day, satellite, resolution, members, bar=None) -> dict:
 def _merge(report: dict, part: dict) -> None:
     "Add a shard's `part` to `report` (in shard order, so the report is the serial build's)."
     report["unreadable"].extend(part["unreadable"])
+    report["skipped"].extend(part["skipped"])
+    report["filled"] += part["filled"]
     for key, count in part["reasons"].items():
         report["reasons"][key] += count
     report["degraded"] += part["degraded"]
     for key, count in part["defaulted_keys"].items():
         report["defaulted_keys"][key] = report["defaulted_keys"].get(key, 0) + count
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 17
+# %% ../nbs/suvi_fill/21_ingest.ipynb 19
 def _jobs(out, groups, days, satellites, resolution) -> list:
     "The shard tasks of a build: `(path, day, satellite, resolution, members)` for every day x satellite, in order."
     return [(out / dataset.shard_name(day, satellite), day, satellite, resolution, groups.get((day, satellite), []))
@@ -207,9 +242,11 @@ def _write_shards(out, groups, days, satellites, resolution, report, progress, s
         _merge(report, part)
     return [job[0].name for job in jobs]
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 19
+# %% ../nbs/suvi_fill/21_ingest.ipynb 21
 #: How long a failed Dask build waits for its running tasks to stop before removing the staging directory, s.
 DASK_SETTLE_SECONDS = 120.0
+#: The protocols of a scheduler address a client in another process can reach (`inproc://` cannot).
+SCHEDULER_PROTOCOLS = ("tcp", "tls", "ws", "wss", "ucx")
 
 
 def parse_scheduler(scheduler: str) -> tuple:
@@ -222,9 +259,16 @@ def parse_scheduler(scheduler: str) -> tuple:
         return "local", int(count)
     if not text or any(c.isspace() for c in text):
         raise OptionError(f"--scheduler {text!r}: give a scheduler address (tcp://host:8786) or local:N")
+    scheme = text.partition("://")[0].lower() if "://" in text else "tcp"
+    if scheme == "inproc":
+        raise OptionError(f"--scheduler {text}: an inproc:// address reaches only a scheduler inside this process; "
+                          "give tcp://host:8786 or local:N")
+    if scheme not in SCHEDULER_PROTOCOLS:
+        raise OptionError(f"--scheduler {text}: {scheme}:// is not a Dask protocol "
+                          f"({', '.join(p + '://' for p in SCHEDULER_PROTOCOLS)}); give tcp://host:8786 or local:N")
     return "address", text
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 21
+# %% ../nbs/suvi_fill/21_ingest.ipynb 23
 @contextlib.contextmanager
 def dask_client(scheduler: str):
     "A `distributed.Client` of `scheduler` (`local:N` starts and, on leaving, stops a local cluster)."
@@ -244,10 +288,14 @@ def dask_client(scheduler: str):
         client = distributed.Client(value, timeout="20s")
     except (OSError, TimeoutError) as exc:
         raise OptionError(f"--scheduler {value}: no Dask scheduler answers there ({_one_line(exc)[:160]})") from None
+    except (TypeError, ValueError, ImportError) as exc:      # dask's word on an address it cannot use
+        needs = ("a tls:// address needs dask's TLS settings (distributed.comm.tls: ca-file, client cert and key)"
+                 if value.lower().startswith("tls://") else "dask cannot use this address")
+        raise OptionError(f"--scheduler {value}: {needs} ({_one_line(exc)[:120]})") from None
     with client:
         yield client
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 22
+# %% ../nbs/suvi_fill/21_ingest.ipynb 24
 def _settle(client, futures, timeout: float = DASK_SETTLE_SECONDS) -> None:
     "Cancel `futures` and wait until no worker still runs one of them (at most `timeout` s)."
     keys = {future.key for future in futures}
@@ -282,24 +330,38 @@ def _dask_shards(scheduler: str, jobs: list, bar) -> list:
             raise
     return parts
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 23
+# %% ../nbs/suvi_fill/21_ingest.ipynb 25
 #: Where a build writes its shards, manifest and report, inside the corpus directory (same file system).
 STAGING = ".build"
-#: `STAGING` renamed once everything is written: from then on the build is whole and only has to be switched in.
-READY = ".build.ready"
+#: `STAGING` renamed once everything is written: from then on the build is whole and only has to be switched in
+#: (the name `Corpus.open` knows too: while it is there and the lock held, a reader waits for the switch).
+READY = corpus.READY
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 24
+# %% ../nbs/suvi_fill/21_ingest.ipynb 26
 def named_os_error(exc: OSError, path) -> OSError:
     "`exc`, or when the system named no file (a write on a full disk) an `OSError` of the same errno naming `path`."
     if exc.filename is not None:
         return exc
     return OSError(exc.errno, f"{exc.strerror or exc} while writing {path}; the previous corpus is unchanged")
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 26
+# %% ../nbs/suvi_fill/21_ingest.ipynb 28
+def _staged_names(ready: Path) -> list:
+    """The shard names the manifest in `ready` lists, each a file name inside `ready` (`corpus.file_in`);
+    `InvalidData` naming the manifest and the field when it is not a build's manifest or a name reaches outside."""
+    path = ready / segments.MANIFEST
+    try:
+        shards = json.loads(path.read_text())["shards"]
+    except (ValueError, KeyError, TypeError) as exc:      # not JSON, not UTF-8, no 'shards', not an object
+        raise InvalidData(f"{path}: not a build's manifest ({_one_line(exc)[:80]})") from None
+    if not isinstance(shards, dict):
+        raise InvalidData(f"{path}: field 'shards' is {type(shards).__name__}, not a dict")
+    return [corpus.file_in(ready, name, path, remedy="not a build of this corpus").name for name in shards]
+
+
 def _switch(out: Path, ready: Path) -> None:
     """Move the whole build in `ready` over the corpus in `out`: shards and report, then the manifest,
     then remove the shards it does not list and `ready`.  Repeatable after a kill at any step."""
-    listed = set(json.loads((ready / segments.MANIFEST).read_text())["shards"])
+    listed = set(_staged_names(ready))
     for name in sorted(listed) + [REPORT]:
         if (ready / name).exists():
             os.replace(ready / name, out / name)
@@ -311,18 +373,23 @@ def _switch(out: Path, ready: Path) -> None:
             stale.unlink()
     shutil.rmtree(ready)
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 27
+# %% ../nbs/suvi_fill/21_ingest.ipynb 29
 def _recover(out: Path, log=print) -> None:
     "Finish the switch of a build killed after it was whole; remove one killed while staging."
     if (out / READY / segments.MANIFEST).exists():
-        log(f"{out}: finishing the switch of a build that was interrupted after all its files were written")
-        _switch(out, out / READY)
+        try:
+            _staged_names(out / READY)
+        except InvalidData as exc:
+            log(f"{out}: not finishing the interrupted build in {READY}: {exc}")
+        else:
+            log(f"{out}: finishing the switch of a build that was interrupted after all its files were written")
+            _switch(out, out / READY)
     for partial in (out / STAGING, out / READY):
         if partial.exists():
             shutil.rmtree(partial)
             log(f"{out}: removed {partial.name}, the unfinished build of an interrupted run")
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 29
+# %% ../nbs/suvi_fill/21_ingest.ipynb 31
 def _verify_written(directory: Path, names) -> None:
     "Re-hash each shard `names` in `directory` as read back from disk; `InvalidData` naming the first that differs."
     for name in names:
@@ -331,7 +398,7 @@ def _verify_written(directory: Path, names) -> None:
             raise InvalidData(f"{directory / name}: read back with content hash {content[:12]}, written as "
                               f"{header[:12]}: the disk lost the write; the previous corpus is unchanged")
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 30
+# %% ../nbs/suvi_fill/21_ingest.ipynb 32
 def _stage(staging: Path, groups, days, satellites, resolution, report, progress, span_min, split_stretch,
            scheduler=None) -> None:
     "Write the whole build into `staging`: the shards (here or on the Dask `scheduler`), then the report, then the manifest."
@@ -353,7 +420,7 @@ def _stage(staging: Path, groups, days, satellites, resolution, report, progress
         except OSError as exc:
             raise named_os_error(exc, staging / name) from None
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 32
+# %% ../nbs/suvi_fill/21_ingest.ipynb 34
 def build(source, out, resolution=None, progress: bool = True, span_min: int = segments.SPAN_MIN,
           split_stretch: int = 0, log=print, scheduler: str | None = None) -> dict:
     """Ingest every SUVI L2 file under `source` into shards and a manifest in `out`; returns the build report.
@@ -373,8 +440,8 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
     if scheduler is not None:
         parse_scheduler(scheduler)                      # refuse a bad address before any work
     files = find_sources(source)
-    report = {"source": describe_source(source, files), "files": len(files), "skipped": [], "unreadable": [],
-              "reasons": {name: 0 for name in dataset.QUALITY_NAMES if name != "missing"},
+    report = {"source": describe_source(source, files), "files": len(files), "skipped": [], "filled": 0,
+              "unreadable": [], "reasons": {name: 0 for name in dataset.QUALITY_NAMES if name != "missing"},
               "degraded": 0, "defaulted_keys": {}}
     groups = _group_sources(files, report)
     if not groups:
@@ -403,7 +470,7 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
         atomic_write_json(out / REPORT, report)
     return report
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 33
+# %% ../nbs/suvi_fill/21_ingest.ipynb 35
 def _source_resolution(groups) -> int:
     for members in groups.values():
         for _, _, path in members:
@@ -414,7 +481,7 @@ def _source_resolution(groups) -> int:
             return min(MAX_DEFAULT_RESOLUTION, int(header.shape[1]))
     raise MissingData("no readable SUVI L2 file to take the corpus resolution from; give --resolution")
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 34
+# %% ../nbs/suvi_fill/21_ingest.ipynb 36
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -422,11 +489,11 @@ def _one_line(exc: BaseException) -> str:
 def _quarantine(writer, slot, b, path, reason: str, report) -> None:
     "Mark (`slot`, band `b`) UNREADABLE and list `path` with `reason` in the report."
     reason = reason[len(path.name) + 2:] if reason.startswith(path.name + ": ") else reason
-    report["unreadable"].append({"file": path.name, "reason": reason})
+    report["unreadable"].append({"file": shown(path.name), "reason": shown(reason)})
     report["reasons"]["unreadable"] += 1
     writer.mark(slot, b, dataset.UNREADABLE)
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 35
+# %% ../nbs/suvi_fill/21_ingest.ipynb 37
 def _read_frame(path, slot: int) -> tuple:
     "`(radiance, header)` of the file `path` for `slot`; `L2FormatError`/`OSError` naming the file and key."
     data, header = fits.read_l2(path)
@@ -435,19 +502,32 @@ def _read_frame(path, slot: int) -> tuple:
                                  f"slot of the file name ({paths.time_of(slot):%H:%M})")
     return data, header
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 36
+# %% ../nbs/suvi_fill/21_ingest.ipynb 38
+#: Why a file `suvi-fill fill` wrote is skipped (its header says FILLED = T).
+FILLED_REASON = "FILLED = T: a band suvi-fill fill made, not an observation"
+
+
 def _ingest_one(writer, slot, band, path, resolution, report) -> None:
-    "Read, vet and place one file into `writer`; an unreadable or misplaced one is quarantined, never fatal."
+    """Read, vet and place one file into `writer`; an unreadable, misplaced or sign-flipped one is
+    quarantined, never fatal; one `suvi-fill fill` wrote (FILLED = T) is skipped and counted."""
     b = paths.BAND_INDEX[band]
     try:
         data, header = _read_frame(path, slot)
     except (ValueError, OSError, MemoryError) as exc:
         _quarantine(writer, slot, b, path, _one_line(exc), report)
         return
+    if header.filled:                                 # suvi-fill fill's output: a guess, never an observation
+        _skip(report, path, FILLED_REASON)
+        report["filled"] += 1
+        return
     for key in header.defaulted:
         report["defaulted_keys"][key] = report["defaulted_keys"].get(key, 0) + 1
     code = vet(data, header)
     if code == dataset.CLEAN:
+        sign_flip = negative_disk(data, header)
+        if sign_flip is not None:
+            _quarantine(writer, slot, b, path, sign_flip, report)
+            return
         if not np.isfinite(data).all():
             data = np.nan_to_num(data, nan=0.0, posinf=0.0, neginf=0.0)
         report["degraded"] += int(header.degraded)
@@ -464,7 +544,7 @@ def _ingest_one(writer, slot, band, path, resolution, report) -> None:
         writer.mark(slot, b, code)
     report["reasons"][dataset.QUALITY_NAMES[code]] += 1
 
-# %% ../nbs/suvi_fill/21_ingest.ipynb 38
+# %% ../nbs/suvi_fill/21_ingest.ipynb 40
 def build_command(parser):
     "`suvi-fill build --source DIR --out SHARDS [--resolution PX]`."
     parser.add_argument("--source", required=True, type=Path, help="directory of SUVI L2 FITS files (searched recursively)")
@@ -501,6 +581,8 @@ def build_command(parser):
             print(f"  ... {len(report['unreadable']) - 10} more unreadable files in {args.out / REPORT}")
         for entry in report["skipped"][:5]:
             print(f"  skipped: {entry['file']}: {entry['reason']}")
+        if report["filled"]:
+            print(f"  skipped {report['filled']} files suvi-fill fill wrote (FILLED = T): not observations")
         print(f"  manifest {args.out / segments.MANIFEST} (digest {report['manifest_digest'][:12]}), "
               f"report {args.out / REPORT}")
         return 0
