@@ -110,7 +110,8 @@ nb_merge_streams = True
 nb_mime_priority_overrides = [("*", "image/png", 25)]
 # ... so no page needs require.js or the widget manager, which MyST-NB would load from public CDNs.
 nb_ipywidgets_js = {{}}
-suppress_warnings = ["mystnb.unknown_mime_type", "myst.header", "misc.highlighting_failure"]
+# `name` in a docstring that more than one object has (`data`) stays text: not a warning.
+suppress_warnings = ["mystnb.unknown_mime_type", "myst.header", "misc.highlighting_failure", "ref.python"]
 '''.format(ci=str(ROOT / ".ci"), timeout=CELL_TIMEOUT)
 
 
@@ -175,7 +176,7 @@ def module_page(name: str) -> str:
 def api_index(package: str, modules: list[str]) -> str:
     "The API page of `package`: the package's own names, a summary table of its modules (autosummary), their pages."
     submodules = [name for name in modules if name != package]
-    listing = "\n".join(f"   {name}" for name in submodules)
+    listing = "\n".join(f"   {name.removeprefix(package + '.')}" for name in submodules)   # relative to the package
     return (f"# API: `{package}`\n\nOne page per module: its docstring, and each name it exports with its "
             "signature, its documentation and a link to its source.  Every name is in the "
             "{ref}`general index <genindex>`.\n\n"
