@@ -105,6 +105,7 @@ nb_execution_timeout = {timeout}
 nb_execution_raise_on_error = False   # report every failing notebook (a warning, an error under -W)
 nb_execution_show_tb = True
 nb_merge_streams = True
+nb_render_markdown_format = "myst"    # a notebook's markdown output (the bench's table) as MyST: tables render
 # A widget keeps its first picture beside it as HTML (the PNG inline) and as the PNG: the site takes the
 # PNG, an image file like every other figure (no widget model exists on a static page) ...
 nb_mime_priority_overrides = [("*", "image/png", 25)]
