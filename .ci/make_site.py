@@ -105,12 +105,14 @@ nb_execution_timeout = {timeout}
 nb_execution_raise_on_error = False   # report every failing notebook (a warning, an error under -W)
 nb_execution_show_tb = True
 nb_merge_streams = True
+nb_render_markdown_format = "myst"    # a notebook's markdown output (the bench's table) as MyST: tables render
 # A widget keeps its first picture beside it as HTML (the PNG inline) and as the PNG: the site takes the
 # PNG, an image file like every other figure (no widget model exists on a static page) ...
 nb_mime_priority_overrides = [("*", "image/png", 25)]
 # ... so no page needs require.js or the widget manager, which MyST-NB would load from public CDNs.
 nb_ipywidgets_js = {{}}
-suppress_warnings = ["mystnb.unknown_mime_type", "myst.header", "misc.highlighting_failure"]
+# `name` in a docstring that more than one object has (`data`) stays text: not a warning.
+suppress_warnings = ["mystnb.unknown_mime_type", "myst.header", "misc.highlighting_failure", "ref.python"]
 '''.format(ci=str(ROOT / ".ci"), timeout=CELL_TIMEOUT)
 
 
@@ -175,7 +177,7 @@ def module_page(name: str) -> str:
 def api_index(package: str, modules: list[str]) -> str:
     "The API page of `package`: the package's own names, a summary table of its modules (autosummary), their pages."
     submodules = [name for name in modules if name != package]
-    listing = "\n".join(f"   {name}" for name in submodules)
+    listing = "\n".join(f"   {name.removeprefix(package + '.')}" for name in submodules)   # relative to the package
     return (f"# API: `{package}`\n\nOne page per module: its docstring, and each name it exports with its "
             "signature, its documentation and a link to its source.  Every name is in the "
             "{ref}`general index <genindex>`.\n\n"

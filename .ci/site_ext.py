@@ -70,19 +70,36 @@ class ProseApiLinks(SphinxPostTransform):
             node.replace_self(reference)
 
 
+def commented(name: str) -> bool:
+    "Whether the module-level name `module.NAME` has a `#:` comment (or a docstring after it) in its source."
+    from sphinx.pycode import ModuleAnalyzer
+    module, _, attribute = name.rpartition(".")
+    try:
+        return ("", attribute) in ModuleAnalyzer.for_module(module).find_attr_docs()
+    except Exception:                                   # no source to read: nothing is commented
+        return False
+
+
 def escape_bars(app, what, name, obj, options, lines) -> None:
-    "`|x|` in a docstring is an absolute value: escape the bars so reST reads no substitution."
+    """`|x|` in a docstring is an absolute value: escape the bars so reST reads no substitution.  A constant
+    without a comment of its own gets no docstring (autodoc would show its type's: `dict`'s, numpy `dtype`'s)."""
+    if what == "data" and not commented(name):
+        lines[:] = []                                   # the value's own docstring is its type's
+        return
     for i, line in enumerate(lines):
         lines[i] = line.replace("|", r"\|")
 
 
 class OfflineInventories(logging.Filter):
-    "Turn intersphinx's 'failed to reach any of the inventories' warning into one plain line on stderr."
+    "Turn intersphinx's 'failed to reach any of the inventories' warnings into one plain line on stderr."
+    said = False
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.WARNING and OFFLINE in str(record.msg):
-            print("site: intersphinx inventory not reachable (offline?); links into it are left as text",
-                  file=sys.stderr, flush=True)
+            if not self.said:                             # the inventories are fetched in threads: one line for all
+                self.said = True
+                print("site: intersphinx inventories not reachable (offline?); links into numpy, torch, astropy "
+                      "and sunpy are left as text", file=sys.stderr, flush=True)
             return False
         return True
 

@@ -80,13 +80,21 @@ def test_the_api_of_both_packages_is_listed(site, package, module, name):
 
 @pytest.mark.parametrize("package", ["suvi_fill", "szrank"])
 def test_one_page_per_module(site, package):
-    "Every module has its page, and a module that exports functions shows their parameters."
+    "Every module has its page; each exported function that takes parameters has its entry with them."
+    import importlib
+    import inspect
     for module in modules(package):
-        page = site / "api" / f"{module}.html"
+        page = site / "api" / (f"{module}.html" if module != package else f"{package}.html")
         assert page.exists(), f"no API page for {module}"
         text = page.read_text(encoding="utf-8")
-        if 'class="sig sig-object py" id=' in text and '<dl class="py function">' in text:
-            assert 'class="sig-param"' in text, f"{module}: functions without their parameters"
+        current = importlib.import_module(module)
+        for public in getattr(current, "__all__", []):
+            value = getattr(current, public)
+            if not inspect.isfunction(value) or not inspect.signature(value).parameters:
+                continue
+            assert f'id="{module}.{public}"' in text, f"{module}.{public} has no entry on its page"
+            entry = text[text.index(f'id="{module}.{public}"'):]
+            assert 'class="sig-param"' in entry[:entry.index("</dt>")], f"{module}.{public}: no parameters shown"
 
 
 def test_the_general_index_lists_the_api(site):
@@ -156,3 +164,11 @@ def test_every_notebook_cell_has_an_id():
 def test_the_landing_page_is_the_index_notebook(site):
     text = (site / "index.html").read_text(encoding="utf-8")
     assert "suvi-szrank" in text and "Quick start" in text
+
+
+def test_the_bench_page_shows_its_measurement(site):
+    "The bench notebook measures: its page shows the bench table and the PSNR-vs-gap plot."
+    text = (site / "suvi_fill" / "51_bench.html").read_text(encoding="utf-8")
+    table = text[text.index("<table"):text.index("</table>")]
+    assert "gap 16" in table and "blend" in table
+    assert re.search(r'<img [^>]*src="[^"]*_images/', text)
