@@ -1,12 +1,15 @@
-"""The three widgets in a real browser: JupyterLab on localhost, Debian's Chromium driven
-by Playwright.  A notebook shows the frame inspector, the filler inspector and the
-calibration browser on tiny data, after `matplotlib.use("Agg")` (as the project's own
-notebooks call it); each widget must draw a PNG with a caption, respond to its controls
-(the picture changes and the caption names the new state), survive a burst of changes
-(one picture, the caption at the last value), and leave no error in the browser console
-or the kernel's output.  Beside each widget the first picture is kept as a plain output,
-hidden while the widget is live; saved and reopened in a new kernel (where the widgets'
-models are gone), the notebook still shows the three pictures.
+"""The four widgets in a real browser: JupyterLab on localhost, Debian's Chromium driven
+by Playwright.  A notebook shows the frame inspector, the filler inspector, the
+calibration browser and szrank's new-best browser (a turnable 3-D view) on tiny data,
+after `matplotlib.use("Agg")` (as the project's own notebooks call it); each widget must
+draw its picture (a PNG, or the plotly view) with a caption, respond to its controls (the
+picture changes and the caption names the new state), survive a burst of changes (one
+picture, the caption at the last value), and leave no error in the browser console or
+the kernel's output.  The 3-D view turns when dragged; the filler inspector's titles are
+at least 12 px on screen; in an RGB the frame inspector's sliders name their channel.
+Beside each widget the first picture is kept as a plain output, hidden while the widget
+is live; saved and reopened in a new kernel (where the widgets' models are gone), the
+notebook still shows the four pictures (the 3-D view still turns: plotly.js is inline).
 
 Chromium comes from Debian (`apt-get install chromium`, done by .ci/run); Playwright
 drives that executable (a browser downloaded by the driver cannot be installed here).
@@ -43,7 +46,9 @@ CELLS = {
     "frame": "from suvi_fill.inspector import inspector\ninspector(CORPUS)",
     "filler": "from suvi_fill.filler_inspector import filler_inspector\nfiller_inspector(CORPUS, gaps=(1, 4))",
     "calibration": "from szrank.plots import report_browser\nreport_browser(MODEL)",
+    "view": "from szrank.view import NewBestBrowser\nNewBestBrowser(ARCHIVE, RUN).widget",
 }
+SCREEN_TITLE_PX = 12     # the least height of a title on screen that a person reads without leaning in
 
 
 @pytest.fixture(scope="module")
@@ -62,9 +67,18 @@ def published_model(tmp_path_factory):
     return base / "model"
 
 
-def notebook(corpus: Path, model: Path) -> dict:
+@pytest.fixture(scope="module")
+def search_run(tmp_path_factory):
+    "An archive with one short annealed run (several new bests); `(archive, run id)`."
+    from szrank.search import run_search
+    archive = tmp_path_factory.mktemp("szrank_archive")
+    summary = run_search(archive, topology=42, steps=30, seed=3, replicas=2, iterations=3)
+    return archive, str(summary.run_id)
+
+
+def notebook(corpus: Path, model: Path, archive: Path, run_id: str) -> dict:
     setup = ("import matplotlib\nmatplotlib.use('Agg')   # as the project's notebooks do: the widgets must not depend on it\n"
-             f"CORPUS, MODEL = {str(corpus)!r}, {str(model)!r}")
+             f"CORPUS, MODEL, ARCHIVE, RUN = {str(corpus)!r}, {str(model)!r}, {str(archive)!r}, {run_id!r}")
     cells = [setup] + list(CELLS.values())
     return {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": c}
                       for c in cells],
@@ -73,10 +87,10 @@ def notebook(corpus: Path, model: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def lab(fill_corpus, published_model, tmp_path_factory):
+def lab(fill_corpus, published_model, search_run, tmp_path_factory):
     "JupyterLab serving a folder with the widgets notebook; yields its URL."
     root = tmp_path_factory.mktemp("lab")
-    (root / "widgets.ipynb").write_text(json.dumps(notebook(fill_corpus, published_model)))
+    (root / "widgets.ipynb").write_text(json.dumps(notebook(fill_corpus, published_model, *search_run)))
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -133,8 +147,8 @@ def page(lab):
         page.goto(lab.url("widgets.ipynb"))
         run_all_cells(page)
         try:
-            page.wait_for_function(f"document.querySelectorAll('.plot-caption').length >= {len(CELLS)}",
-                                   timeout=WAIT_MS)
+            page.wait_for_function("[...document.querySelectorAll('.plot-caption')]"         # drawn and captioned
+                                   f".filter(c => c.textContent.trim()).length >= {len(CELLS)}", timeout=WAIT_MS)
         except sync_api.Error:
             shot = Path(lab.root.name + ".png")
             page.screenshot(path=str(Path(os.environ.get("TMPDIR", "/tmp")) / shot.name), full_page=True)
@@ -150,7 +164,10 @@ def cell(page, name: str):
 
 
 def caption(page, name: str) -> str:
-    return cell(page, name).locator(".plot-caption").inner_text()
+    "The widget's caption as shown (scrolled into view: JupyterLab does not render cells far out of view)."
+    shown = cell(page, name).locator(".plot-caption")
+    shown.scroll_into_view_if_needed()
+    return shown.inner_text()
 
 
 def wait_for_caption(page, name: str, pattern: str) -> str:
@@ -164,13 +181,27 @@ def wait_for_caption(page, name: str, pattern: str) -> str:
     return caption(page, name)
 
 
+def view(page, name: str = "view"):
+    "The live 3-D view (plotly's graph div) inside a widget."
+    return cell(page, name).locator(".plot-view .js-plotly-plot").first
+
+
 def picture(page, name: str) -> bytes:
+    if name == "view":
+        return view(page).screenshot()
     return cell(page, name).locator(".jp-OutputArea-output img").first.screenshot()
 
 
+def camera(page) -> dict:
+    "Where the live 3-D view's camera is now (eye, centre, up), read from the scene's WebGL camera itself."
+    return view(page).evaluate("g => JSON.parse(JSON.stringify(g._fullLayout.scene._scene.getCamera()))")
+
+
 def assert_clean(page, name: str) -> None:
-    """The widget shown once, with a PNG in it, and its static copy hidden; no '<Figure ...>' text, no error anywhere."""
-    outputs = cell(page, name).locator(".jp-OutputArea-output")
+    """The widget shown once, with its picture in it, and its static copy hidden; no '<Figure ...>' text, no error
+    anywhere."""
+    cell(page, name).locator(".plot-caption").scroll_into_view_if_needed()
+    outputs = cell(page, name).locator(".jp-Cell-outputArea > .jp-OutputArea-child > .jp-OutputArea-output")
     static = cell(page, name).locator(".plot-static")
     assert outputs.count() == 2 and cell(page, name).locator(".plot-caption").count() == 1, \
         f"{name}: {outputs.count()} outputs, {cell(page, name).locator('.plot-caption').count()} widgets (shown twice?)"
@@ -178,7 +209,10 @@ def assert_clean(page, name: str) -> None:
     text = outputs.first.inner_text()
     assert "<Figure size" not in text and "Traceback" not in text and "Error" not in text, f"{name}: {text[:300]}"
     assert cell(page, name).locator(".plot-error").count() == 0
-    assert cell(page, name).locator(".jp-OutputArea-output img").count() >= 1, f"{name}: no picture"
+    if name == "view":
+        assert view(page).locator(".gl-container canvas").count() >= 1, f"{name}: no WebGL scene"
+    else:
+        assert cell(page, name).locator(".jp-OutputArea-output img").count() >= 1, f"{name}: no picture"
 
 
 def test_each_widget_draws_a_picture_with_a_caption(page):
@@ -223,6 +257,68 @@ def test_the_calibration_browser_follows_its_split(page):
     assert page.errors == []
 
 
+def test_the_filler_inspector_titles_are_readable(page):
+    "A title's height on screen: its size in the PNG times the scale the picture is shown at."
+    from suvi_fill.filler_inspector import TITLE_POINTS
+    from suvi_fill.panel import PNG_DPI
+    image = cell(page, "filler").locator(".jp-OutputArea-output img").first
+    shown, natural = image.evaluate("img => [img.getBoundingClientRect().width, img.naturalWidth]")
+    on_screen = TITLE_POINTS * PNG_DPI / 72 * shown / natural
+    assert on_screen >= SCREEN_TITLE_PX, f"titles {on_screen:.1f} px on screen (the picture at {shown / natural:.0%})"
+
+
+def test_the_frame_inspector_sliders_name_their_rgb_channel(page):
+    "In an RGB the vmin/vmax/gamma sliders act on the channel whose button is pressed, and the caption says which."
+    frame = cell(page, "frame")
+    frame.locator(".widget-dropdown", has_text="band").locator("select").select_option(label="RGB 304/171/195")
+    wait_for_caption(page, "frame", r"304/171/195 Å · vmin/vmax/gamma of R 304 Å")
+    before = picture(page, "frame")
+    frame.locator(".widget-toggle-button", has_text="G 171 Å").click()
+    wait_for_caption(page, "frame", r"vmin/vmax/gamma of G 171 Å")
+    assert picture(page, "frame") != before                    # the histogram shown is green's
+    assert_clean(page, "frame")
+    assert page.errors == []
+
+
+def test_the_3d_view_turns_when_dragged(page):
+    "A mouse drag across the view turns it: plotly's camera moves and the picture changes; no console error."
+    assert_clean(page, "view")
+    before_picture, before = picture(page, "view"), camera(page)
+    view(page).scroll_into_view_if_needed()
+    box = view(page).bounding_box()                      # the scene fills the view; its middle is in the scene
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    for step in range(1, 11):
+        page.mouse.move(x + 15 * step, y + 4 * step)
+    page.mouse.up()
+    page.wait_for_timeout(500)
+    after = camera(page)
+    if after["eye"] == before["eye"]:
+        shot = Path(os.environ.get("TMPDIR", "/tmp")) / "view-not-turned.png"
+        page.screenshot(path=str(shot))
+        raise AssertionError(f"the camera did not move from {before['eye']} (dragged at {x:.0f}, {y:.0f} in {box}; "
+                             f"screenshot {shot})")
+    assert picture(page, "view") != before_picture
+    assert page.errors == []
+
+
+def test_the_new_best_browser_follows_its_slider(page):
+    "One step left on the slider: the caption and the view's title name the new best before the last."
+    first = caption(page, "view")
+    count = int(re.search(r"new best (\d+) of (\d+)", first).group(2))
+    assert first.startswith(f"new best {count} of {count}:")
+    slider = cell(page, "view").locator(".widget-slider", has_text="new best").locator(".noUi-handle")
+    slider.focus()
+    page.keyboard.press("ArrowLeft")
+    now = wait_for_caption(page, "view", rf"new best {count - 1} of {count}:")
+    title = cell(page, "view").locator(".plot-view .js-plotly-plot .gtitle")
+    title.first.wait_for(timeout=WAIT_MS)
+    assert title.first.text_content() == now.strip()
+    assert_clean(page, "view")
+    assert page.errors == []
+
+
 def test_a_saved_notebook_reopened_in_a_new_kernel_still_shows_the_pictures(page, lab):
     "Saved, copied and opened in a new kernel: no widget model exists, each cell's static picture shows."
     cell(page, "frame").locator(".jp-InputPrompt").click()          # the notebook focused, in command mode
@@ -238,10 +334,15 @@ def test_a_saved_notebook_reopened_in_a_new_kernel_still_shows_the_pictures(page
         reopened.goto(lab.url("reopened.ipynb", workspace="reopened"))
         reopened.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=WAIT_MS)
         reopened.wait_for_function("document.querySelectorAll('.plot-static img').length >= 3", timeout=WAIT_MS)
+        reopened.wait_for_function("document.querySelectorAll('.plot-static .js-plotly-plot .main-svg').length >= 1",
+                                   timeout=WAIT_MS)                   # plotly.js (inline) drew the 3-D view
         for name in CELLS:
             static = cell(reopened, name).locator(".plot-static")
             assert static.is_visible(), f"{name}: no static picture in the reopened notebook"
-            assert static.locator("img").evaluate("img => img.complete && img.naturalWidth > 100"), name
+            if name == "view":
+                assert static.locator(".js-plotly-plot .gl-container canvas").count() >= 1, name
+            else:
+                assert static.locator("img").evaluate("img => img.complete && img.naturalWidth > 100"), name
             assert "the picture when the cell ran" in static.text_content(), name      # its caption
             assert cell(reopened, name).locator(".plot-caption").count() == 0      # no live widget there
     finally:
