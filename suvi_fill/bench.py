@@ -15,7 +15,7 @@ import numpy as np
 from suvi_fill import availability as availability_module, dataset, paths, samples, segments
 from suvi_fill.coding import band_psnr
 from suvi_fill.corpus import MANIFEST, Corpus
-from suvi_fill.errors import OptionError
+from suvi_fill.errors import InvalidData, OptionError
 from suvi_fill.files import atomic_write, atomic_write_json
 from suvi_fill.outputs import own_directory, writing
 
@@ -95,7 +95,8 @@ class BenchSet:
     """The bench's samples of one split of a corpus.
 
     `shards_dir` the corpus's shards; `corpus` its `Corpus` (or manifest dict); `availability` an
-    `Availability`; `base_offsets` the ladder the samples extend (default: the
+    `Availability`; `InvalidData` (one line, naming the manifest) when the split has no target;
+    `base_offsets` the ladder the samples extend (default: the
     corpus's `span_min` rung); `sides` one of `SIDES`.  Close it (or use `with`) to
     release the shards.
     """
@@ -112,12 +113,15 @@ class BenchSet:
         self.seed = int(seed)
         self.satellites = self.corpus.satellites
         self.segments = self.corpus.split(split)
+        self.targets = split_targets(self.segments)
+        if not self.targets:
+            raise InvalidData(f"{self.corpus.path}: the {split} split has no targets ({len(self.segments)} segments); "
+                              "nothing to bench: build from a longer archive, or give another --split")
         self.base_offsets = tuple(base_offsets or samples.ladder_for(self.corpus.span_min))
         names = [dataset.shard_name(day, sat) for day in segments.days_touched(self.segments)
                  for sat in self.satellites]
         names = [n for n in names if (self.directory / n).exists()]
         self.shards = segments.open_shards(self.directory, names) if names else {}
-        self.targets = split_targets(self.segments)
         self._sampler = None
 
     def sampler(self) -> samples.Sampler:

@@ -16,7 +16,7 @@ from suvi_fill.guards import first_nonfinite
 from suvi_fill.outputs import writing
 
 # %% auto 0
-__all__ = ['VERSION', 'NET_DEFAULTS', 'ZIP_MAGIC', 'CheckpointError', 'Checkpoint', 'save', 'read']
+__all__ = ['VERSION', 'NET_DEFAULTS', 'ZIP_MAGIC', 'NET_FIELDS', 'CheckpointError', 'Checkpoint', 'save', 'check_net', 'read']
 
 # %% ../nbs/suvi_fill/45_checkpoint.ipynb 3
 #: Version of the layout below; files without `version` are the seed's layout (version 1).
@@ -43,6 +43,7 @@ class Checkpoint:
     lr_scale: float = 1.0
     best: float | None = None
     manifest: str | None = None
+    resolution: int | None = None
     args: dict = dataclasses.field(default_factory=dict)
 
 # %% ../nbs/suvi_fill/45_checkpoint.ipynb 7
@@ -90,8 +91,41 @@ def _load(path: str, device) -> dict:
     return state
 
 # %% ../nbs/suvi_fill/45_checkpoint.ipynb 10
+#: The `model.build` keywords a net config may hold (`conditioned`, `signed`: the trainer's heads).
+NET_FIELDS = (*NET_DEFAULTS, "conditioned", "signed")
+
+
+def _implied(weights: dict) -> dict:
+    "The net settings the weights' shapes fix: `base` (the stem's first convolution's outputs), `depth` (1 + `down` convolutions)."
+    implied = {"depth": 1 + len({key.split(".")[1] for key in weights if key.startswith("down.")})}
+    stem = weights.get("stem.0.weight")
+    if torch.is_tensor(stem) and stem.dim() == 4:
+        implied["base"] = int(stem.shape[0])
+    return implied
+
+
+def check_net(path: str, net: dict, weights: dict) -> None:
+    """`CheckpointError` naming `path` and the field when the net config `net` cannot describe `weights`: an
+    unknown or mistyped field, or a `base` or `depth` the weights' shapes contradict.  Checked before any net
+    is built (the sizes of a net are `base` and `depth`; the other fields change a few tensors, which
+    `model.load_learned` compares as it loads)."""
+    for field, value in net.items():
+        if field not in NET_FIELDS:
+            raise CheckpointError(f"{path}: net config field {field!r} is not a model.build setting "
+                                  f"({', '.join(NET_FIELDS)})")
+        counted = field in ("base", "depth")
+        if isinstance(value, bool) == counted or not isinstance(value, int) or (counted and value < 1):
+            raise CheckpointError(f"{path}: net config {field}={value!r} is not "
+                                  + ("a positive integer" if counted else "true or false"))
+    for field, value in _implied(weights).items():
+        if net.get(field, NET_DEFAULTS[field]) != value:
+            raise CheckpointError(f"{path}: net config {field}={net.get(field, NET_DEFAULTS[field])} does not match "
+                                  f"the weights ({field} {value} by their shapes); the file is damaged or was "
+                                  "edited: use another checkpoint")
+
+# %% ../nbs/suvi_fill/45_checkpoint.ipynb 11
 def read(path, device="cpu") -> Checkpoint:
-    "The checkpoint at `path` (either schema), tensors on `device`."
+    "The checkpoint at `path` (either schema), tensors on `device`; `CheckpointError` naming the file (and the field) when it is not one this code can use."
     path = os.fspath(path)
     state = _load(path, device)
     args = state["args"]
@@ -99,9 +133,12 @@ def read(path, device="cpu") -> Checkpoint:
                                # the seed's flags have no plain_heads: its heads read no conditioning
                                # and give no signed weights
                                | dict.fromkeys(("conditioned", "signed"), not args.get("plain_heads", True)))
+    check_net(path, dict(net), state["model"])
     ladder, layout = args.get("offsets", ()), args.get("cond_layout")
     return Checkpoint(model=state["model"], net=dict(net), ladder=tuple(int(o) for o in ladder),
                       cond_layout=None if layout is None else tuple(layout), optimiser=state.get("optimiser"),
                       epoch=int(state.get("epoch", -1)), step=int(state.get("step", 0)),
                       epoch_steps=state.get("epoch_steps"), lr_scale=float(state.get("lr_scale", 1.0)),
-                      best=state.get("best"), manifest=state.get("manifest"), args=dict(args))
+                      best=state.get("best"), manifest=state.get("manifest"),
+                      resolution=None if state.get("resolution") is None else int(state["resolution"]),
+                      args=dict(args))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import copy
 import datetime as _dt
 import hashlib
 import io
@@ -18,13 +19,15 @@ import numpy as np
 from astropy.io import fits as _fits
 
 from suvi_fill import coding, dataset, fits, ingest, package_version, paths, samples, segments
-from suvi_fill.errors import DataError, OptionError
+from suvi_fill.errors import DataError, InvalidData, MissingData, OptionError
 from suvi_fill.files import atomic_write, atomic_write_json
+from suvi_fill.lock import LOCK_NAME
 from suvi_fill.outputs import own_directory, writing
 
 # %% auto 0
 __all__ = ['DROPPED_KEYS', 'OBSERVER_KEYS', 'DIGEST_DIGITS', 'REPORT', 'CORPUS', 'unplace', 'filled_header', 'encode_filled',
-           'ArchiveIndex', 'fill_frame', 'checkpoint_digest', 'fill_archive', 'run_fill', 'fill_command']
+           'ArchiveIndex', 'fill_frame', 'checkpoint_digest', 'fill_offsets', 'fill_archive', 'window_sources',
+           'run_fill', 'fill_command']
 
 # %% ../nbs/suvi_fill/54_fill.ipynb 5
 def unplace(plane, header, resolution: int) -> np.ndarray:
@@ -73,9 +76,14 @@ def _move_to_slot(header, reference: fits.L2Header, slot: int) -> None:
 # %% ../nbs/suvi_fill/54_fill.ipynb 11
 def filled_header(reference, parsed: fits.L2Header, band: int, satellite: int, slot: int, filler: str,
                   digest: str | None, gap: int) -> _fits.Header:
-    """The header of band `band` filled for (`satellite`, `slot`): the `reference` header (astropy, `parsed`
-    its `L2Header`) with the band's keys, the fill keys, and for another slot's header the frame's times."""
-    header = _fits.Header([card for card in reference.cards if card.keyword not in DROPPED_KEYS])
+    """The header of band `band` filled for (`satellite`, `slot`): a copy of the `reference` header (astropy,
+    `parsed` its `L2Header`; never changed) without blank cards, with the band's keys, the fill keys, and for
+    another slot's header the frame's times."""
+    # Copies of the cards: `reference` is the index's cached header, shared by every band filled from it,
+    # and a card set below would otherwise change it (a frame that lost all six bands drifted 4 min a band).
+    # Blank cards are left out: sunpy's Map.save drops them with a warning.
+    header = _fits.Header([copy.copy(card) for card in reference.cards
+                           if card.keyword.strip() and card.keyword not in DROPPED_KEYS])
     if parsed.slot != slot:
         _move_to_slot(header, parsed, slot)
     header["WAVELNTH"] = int(band)
@@ -96,7 +104,8 @@ def filled_header(reference, parsed: fits.L2Header, band: int, satellite: int, s
 
 # %% ../nbs/suvi_fill/54_fill.ipynb 12
 def encode_filled(radiance, header) -> bytes:
-    "The bytes of a one-HDU FITS file of `radiance` (float32) with `header`, the image statistics recomputed."
+    """The bytes of a one-HDU FITS file of `radiance` (float32) with `header`, the image statistics recomputed,
+    CHECKSUM and DATASUM written (astropy verifies them on read)."""
     data = np.asarray(radiance, dtype=np.float32)
     header = header.copy()
     finite = data[np.isfinite(data)].astype(np.float64)
@@ -105,7 +114,7 @@ def encode_filled(radiance, header) -> bytes:
         for key, value in stats.items():
             header[key] = float(value)
     buffer = io.BytesIO()
-    _fits.PrimaryHDU(data=data, header=header).writeto(buffer, output_verify="silentfix")
+    _fits.PrimaryHDU(data=data, header=header).writeto(buffer, output_verify="silentfix", checksum=True)
     return buffer.getvalue()
 
 # %% ../nbs/suvi_fill/54_fill.ipynb 15
@@ -229,6 +238,11 @@ def _fill_day(source, index, out, day_slots, satellites, filler, digest, reach, 
                                                     f"no frame within +-{reach} slots holds the band"))
 
 # %% ../nbs/suvi_fill/54_fill.ipynb 22
+def fill_offsets(filler, span: int) -> tuple:
+    "The anchor offsets a frame is filled from: `filler`'s ladder (or the smallest rung's) widened to `span` slots."
+    return samples.gap_offsets(span, filler.offsets or samples.ladder_for(min(span, samples.LADDER[0])))
+
+
 def fill_archive(source, shards_dir, out, filler, checkpoint=None, span: int = 64, slots=None,
                  satellites=None, progress: bool = True) -> dict:
     """Write the filled bands of every frame of the corpus `shards_dir` (built from `source`) that lost any,
@@ -239,7 +253,7 @@ def fill_archive(source, shards_dir, out, filler, checkpoint=None, span: int = 6
     from suvi_fill.render import FrameSource
     out = Path(out)
     index, digest = ArchiveIndex(source), checkpoint_digest(checkpoint) if filler.name == "learned" else None
-    offsets = samples.gap_offsets(span, filler.offsets or samples.ladder_for(min(span, samples.LADDER[0])))
+    offsets = fill_offsets(filler, span)
     reach = max(offsets)
     corpus = Corpus.open(shards_dir)
     days = sorted({day for day, _ in corpus.shards()})
@@ -275,6 +289,29 @@ def _check_paths(source, out: Path) -> None:
         raise OptionError(f"--out {out}: inside --source {source}; the archive is never written to, "
                           "choose an --out outside it")
 
+
+def _check_empty(out: Path) -> None:
+    """`OptionError` when `out` holds anything but its writer lock: one fill run per directory, so that its
+    files and its report are all of one run."""
+    held = sorted(p.name for p in Path(out).iterdir() if p.name != LOCK_NAME)
+    if held:
+        shown = [name for name in (REPORT, CORPUS) if name in held] or held[:1]
+        whose = "another fill run's output" if shown[0] in (REPORT, CORPUS) else "other files"
+        more = f" and {len(held) - len(shown)} more" if len(held) > len(shown) else ""
+        raise OptionError(f"--out {out}: holds {whose} ({', '.join(shown)}{more}); one fill run per directory: "
+                          "give a new or empty --out")
+
+
+def _discard(out: Path) -> None:
+    "Remove all but the lock from `out`: what a run that found it empty wrote before it failed or was stopped."
+    for path in Path(out).iterdir():
+        if path.name == LOCK_NAME:
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
 # %% ../nbs/suvi_fill/54_fill.ipynb 25
 def _filler_name(args) -> str:
     "The filler to use: --filler, else learned when --checkpoint is given; `OptionError` for a bad pair."
@@ -302,29 +339,109 @@ def _slot_range(args):
         raise OptionError(f"--end {args.end} is not after --start {args.start}")
     return range(start, end)
 
-# %% ../nbs/suvi_fill/54_fill.ipynb 27
+# %% ../nbs/suvi_fill/54_fill.ipynb 28
+def window_sources(found, slots: range, reach: int) -> list:
+    """The sources of `found` whose file names put them at most `reach` slots outside `slots`: all a fill of
+    that window reads (its frames and the anchors they are filled from).  Names that do not parse are left out
+    (they are never read)."""
+    kept = []
+    for item in found:
+        try:
+            slot = fits.parse_l2_name(item).slot
+        except ValueError:
+            continue
+        if slots.start - reach <= slot < slots.stop + reach:
+            kept.append(item)
+    return kept
+
+# %% ../nbs/suvi_fill/54_fill.ipynb 30
+def _trained_resolution(args, name: str) -> int | None:
+    "The corpus resolution the learned filler's checkpoint was trained at; None for another filler or an unrecorded one."
+    if name != "learned":
+        return None
+    from suvi_fill import checkpoint
+    return checkpoint.read(args.checkpoint).resolution
+
+
+def _check_resolution(args, trained: int | None) -> int | None:
+    """The resolution to build the corpus at (the checkpoint's when --resolution is not given); `OptionError`
+    naming both when the checkpoint was trained at another resolution than --resolution or the --shards corpus."""
+    from suvi_fill.corpus import Corpus
+    if trained is None:
+        return args.resolution
+    if args.shards is not None:
+        have = Corpus.open(args.shards).resolution
+        if have != trained:
+            raise OptionError(f"--checkpoint {args.checkpoint}: trained on {trained} px corpora, but --shards "
+                              f"{args.shards} is {have} px; give a checkpoint trained at {have} px, or a corpus "
+                              f"built at {trained} px")
+    elif args.resolution is not None and args.resolution != trained:
+        raise OptionError(f"--resolution {args.resolution}: --checkpoint {args.checkpoint} was trained on "
+                          f"{trained} px corpora; omit --resolution (the corpus is then built at {trained} px)")
+    return trained
+
+
+def _check_corpus_files(shards, source, found: list) -> None:
+    """`InvalidData` when the --shards corpus's manifest counts other files than `source` now holds (`found`):
+    the corpus's stored frames are then no longer the archive's."""
+    from suvi_fill.corpus import Corpus
+    corpus = Corpus.open(shards)
+    built = corpus.manifest.get("build", {}).get("files")
+    if built is not None and int(built) != len(found):
+        change = f"{built - len(found)} fewer" if len(found) < built else f"{len(found) - built} more"
+        raise InvalidData(f"--shards {shards}: {corpus.path} counts {built} files in build.files, but --source "
+                          f"{source} now holds {len(found)} ({change}): the frames of deleted files would go "
+                          "unfilled; rebuild the corpus (suvi-fill build) or omit --shards")
+
+# %% ../nbs/suvi_fill/54_fill.ipynb 31
 def run_fill(args) -> int:
-    "Fill the archive for parsed `suvi-fill fill` flags; refuses bad flags before any work."
+    """Fill the archive for parsed `suvi-fill fill` flags.  Refuses bad flags, a checkpoint of another
+    resolution and a stale --shards corpus before any work, and an --out that holds anything; a run that fails
+    or is interrupted removes what it wrote.  The report is written last."""
     from suvi_fill.device import pick_device
     from suvi_fill.fillers import make_filler
     name, slots = _filler_name(args), _slot_range(args)
     _check_paths(args.source, args.out)
     if args.span < 1:
         raise OptionError(f"--span {args.span}: must be at least 1 slot")
+    resolution = _check_resolution(args, _trained_resolution(args, name))
+    found = ingest.find_sources(args.source)
+    if args.shards is not None:
+        _check_corpus_files(args.shards, args.source, found)
     filler = make_filler(name, checkpoint=args.checkpoint, device=pick_device(args.device))
+    sources = args.source
+    if slots is not None:
+        reach = max(fill_offsets(filler, args.span))
+        sources = window_sources(found, slots, reach)
+        if not sources:
+            raise MissingData(f"--source {args.source}: no SUVI L2 file named within {reach} slots of "
+                              f"--start {args.start} / --end {args.end}")
     with own_directory(args.out, "suvi-fill fill"):
-        shards = args.shards
-        if shards is None:
-            shards = args.out / CORPUS
-            ingest.build(args.source, shards, args.resolution, progress=not args.quiet, log=lambda *_: None)
-        report = fill_archive(args.source, shards, args.out, filler, args.checkpoint, args.span, slots,
-                              [args.satellite] if args.satellite else None, progress=not args.quiet)
-        with writing(args.out / REPORT, "fill report"):
-            atomic_write_json(args.out / REPORT, report)
-        if args.shards is None:
-            shutil.rmtree(shards, ignore_errors=True)
+        _check_empty(args.out)
+        try:
+            report = _fill_into(args, sources, filler, slots, resolution)
+            report |= {"source": ingest.describe_source(args.source, found), "source_files": len(found),
+                       "source_files_read": len(found if slots is None else sources)}
+            with writing(args.out / REPORT, "fill report"):
+                atomic_write_json(args.out / REPORT, report)            # last: the run is whole
+        except BaseException:                                           # SIGINT, SIGTERM (cli.Terminated) too
+            _discard(args.out)
+            raise
     _say(args.out, report)
     return 0
+
+
+def _fill_into(args, sources, filler, slots, resolution) -> dict:
+    "Build the corpus of `sources` (unless --shards), fill into --out, remove the corpus; the report."
+    shards = args.shards
+    if shards is None:
+        shards = args.out / CORPUS
+        ingest.build(sources, shards, resolution, progress=not args.quiet, log=lambda *_: None)
+    report = fill_archive(sources, shards, args.out, filler, args.checkpoint, args.span, slots,
+                          [args.satellite] if args.satellite else None, progress=not args.quiet)
+    if args.shards is None:
+        shutil.rmtree(shards)
+    return report
 
 
 def _say(out: Path, report: dict) -> None:
@@ -333,7 +450,7 @@ def _say(out: Path, report: dict) -> None:
           f"(of {report['frames']}) with {report['filler']} into {out}")
     print(f"  {len(report['unfilled'])} frames ({bands} bands) could not be filled: listed in {out / REPORT}")
 
-# %% ../nbs/suvi_fill/54_fill.ipynb 28
+# %% ../nbs/suvi_fill/54_fill.ipynb 32
 def fill_command(parser):
     "`suvi-fill fill`: the lost bands of an archive as L2 FITS files."
     from suvi_fill.fillers import FILLERS

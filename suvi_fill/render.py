@@ -19,9 +19,9 @@ from suvi_fill.files import atomic_write, atomic_write_json, temporary_sibling
 from suvi_fill.outputs import own_directory, writing
 
 # %% auto 0
-__all__ = ['RENDER_SPAN', 'MIN_SIZE', 'FPS', 'FILLED_COLOUR', 'MISSING_COLOUR', 'BORDER_FRACTION', 'FrameSource', 'compose',
-           'label', 'mark_filled', 'render_missing', 'frame_name', 'render_frame', 'write_frame', 'render_frames',
-           'write_movie', 'parse_bands', 'run_render', 'render_command']
+__all__ = ['RENDER_SPAN', 'MIN_SIZE', 'FPS', 'SIZE_RANGE', 'FPS_RANGE', 'FILLED_COLOUR', 'MISSING_COLOUR', 'BORDER_FRACTION',
+           'FrameSource', 'compose', 'label', 'mark_filled', 'render_missing', 'frame_name', 'render_frame',
+           'write_frame', 'render_frames', 'write_movie', 'parse_bands', 'run_render', 'render_command']
 
 # %% ../nbs/suvi_fill/52_render.ipynb 3
 #: Default span (slots either side) a frame's lost band is filled from: 64 slots = 4 h 16 min.
@@ -30,6 +30,11 @@ RENDER_SPAN = 64
 MIN_SIZE = 512
 #: Movie frame rate: 10 frames/s shows a day (360 slots) in 36 s.
 FPS = 10
+#: Output sizes `--size` may ask for: 16 px (the movie encoder's macro block) to 8192 px (a 200 MB RGB frame;
+#: OpenCV's resize refuses sizes past 32767).
+SIZE_RANGE = (16, 8192)
+#: Movie frame rates `--fps` may ask for: 1 to 120 frames/s (ffmpeg refuses 0 and below with a broken pipe).
+FPS_RANGE = (1, 120)
 #: Marker colours (RGB): filled frames, missing frames.
 FILLED_COLOUR = (255, 210, 0)
 MISSING_COLOUR = (230, 40, 40)
@@ -251,6 +256,9 @@ def run_render(args) -> int:
         raise OptionError(f"--end {args.end} is not after --start {args.start}")
     if args.span < 1:
         raise OptionError(f"--span {args.span}: must be at least 1 slot")
+    for flag, value, (low, high), unit in (("--size", args.size, SIZE_RANGE, "px"), ("--fps", args.fps, FPS_RANGE, "frames/s")):
+        if value is not None and not low <= value <= high:
+            raise OptionError(f"{flag} {value}: must be from {low} to {high} {unit}")
     if args.fill == "learned" and args.checkpoint is None:
         raise OptionError("--fill learned needs --checkpoint (a trainer's best.pt)")
     filler = make_filler(args.fill, checkpoint=args.checkpoint, device=pick_device(args.device))

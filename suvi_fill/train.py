@@ -24,6 +24,7 @@ from suvi_fill.device import autocast_enabled, cpu_threads, pick_device
 from suvi_fill.errors import TrainingAborted
 from suvi_fill.guards import check_finite, check_step
 from suvi_fill.outputs import own_directory, writing
+from suvi_fill.paths import SLOTS_PER_DAY
 from suvi_fill.losses import balanced_criterion, criterion, display_psnr
 from suvi_fill.policies import PlateauPolicy, learning_rate, sweep_rate
 from suvi_fill.train_config import DESCRIPTION, TrainConfig, add_arguments, from_args
@@ -32,9 +33,9 @@ from suvi_fill.train_data import (data_sets, describe_sets, load_availability, m
 
 # %% auto 0
 __all__ = ['CLIP_NORM', 'WEIGHT_DECAY', 'SWEEP_EVERY', 'host_free_gb', 'aligned_batch', 'predict', 'evaluate',
-           'distributed_context', 'share_verdict', 'Run', 'resume', 'announce', 'evaluate_checkpoint', 'net_config',
-           'prepare', 'Window', 'eval_row', 'release_cache', 'baseline', 'first_best', 'validate', 'train_step',
-           'batches', 'loop', 'claim_out', 'train', 'train_command', 'main']
+           'distributed_context', 'share_verdict', 'Run', 'resume', 'bound_gap', 'announce', 'evaluate_checkpoint',
+           'net_config', 'prepare', 'Window', 'eval_row', 'release_cache', 'baseline', 'first_best', 'validate',
+           'train_step', 'batches', 'loop', 'claim_out', 'train', 'train_command', 'main']
 
 # %% ../nbs/suvi_fill/41_train.ipynb 3
 #: Gradient-norm clip: the loss is bounded, so this only catches a broken batch.
@@ -142,6 +143,7 @@ class Run:
     epoch: int = 0
     epoch_steps: int = 0
     resumed_from: int | None = None
+    fine_tuned: bool = False
     on_record: object = None
 
     @property
@@ -174,13 +176,21 @@ class Run:
                 model=self.net.state_dict(), net=dict(self.net.config), ladder=self.corpus.offsets,
                 cond_layout=COND_LAYOUT, optimiser=self.optimiser.state_dict(), epoch=self.epoch,
                 step=self.step, epoch_steps=self.epoch_steps, lr_scale=self.policy.lr_scale,
-                best=self.policy.best, manifest=self.corpus.corpus.digest,
+                best=self.policy.best, manifest=self.corpus.corpus.digest, resolution=self.corpus.corpus.resolution,
                 args=dataclasses.asdict(self.config)))
 
 # %% ../nbs/suvi_fill/41_train.ipynb 19
 def resume(run: Run, path: str) -> None:
-    "Load `path` (last.pt) into the run: weights, optimiser, step, epoch, LR scale and best."
+    """Load `path` (last.pt) into the run: weights, optimiser, step, epoch, LR scale and best; `CheckpointError`
+    when it was trained on another corpus (unless `--fine-tune`: then the best starts afresh)."""
     saved = checkpoint.read(path, run.device)
+    digest = run.corpus.corpus.digest
+    other = saved.manifest is not None and saved.manifest != digest
+    if other and not run.config.fine_tune:
+        raise checkpoint.CheckpointError(
+            f"--resume {path}: trained on corpus {saved.manifest[:16]}, but --manifest {run.config.manifest} is "
+            f"corpus {digest[:16]}; resume on the corpus it was trained on, or give --fine-tune to train it on "
+            "this one (its best then starts afresh)")
     try:
         run.net.load_state_dict(saved.model)
         run.optimiser.load_state_dict(saved.optimiser)
@@ -193,10 +203,24 @@ def resume(run: Run, path: str) -> None:
     done = saved.epoch_steps
     if done is not None and 0 <= saved.epoch and done < run.steps_per_epoch:
         run.epoch, run.epoch_steps = saved.epoch, done
-    run.resumed_from = saved.best if saved.best is not None else float("-inf")
-    run.say(f"  resumed from {path} at epoch {run.epoch}, step {run.step}")
+    run.resumed_from = saved.best if saved.best is not None and not other else float("-inf")
+    run.fine_tuned = other
+    run.say(f"  resumed from {path} at epoch {run.epoch}, step {run.step}"
+            + (f"; fine-tuning on corpus {digest[:16]} (trained on {saved.manifest[:16]}): the best starts afresh"
+               if other else ""))
 
 # %% ../nbs/suvi_fill/41_train.ipynb 21
+def bound_gap(config: TrainConfig, corpus, say=print) -> TrainConfig:
+    """`config` with `gap_max` at most the corpus's length in slots (its days), saying so in one line: a drawn
+    gap sets the sample's window (2 gap + 1 slots), and `--gap-max 10**9` on a one-day corpus drew gigabytes
+    of windows for nothing before the first line of output."""
+    limit = len(corpus.corpus.days) * SLOTS_PER_DAY
+    if config.gap_max <= limit:
+        return config
+    say(f"  --gap-max {config.gap_max}: bounded to {limit} slots, the length of the corpus ({len(corpus.corpus.days)} days)")
+    return dataclasses.replace(config, gap_max=limit)
+
+# %% ../nbs/suvi_fill/41_train.ipynb 23
 def announce(config: TrainConfig, corpus, device, world) -> None:
     "The seed's header lines: device, manifest, span, gaps, loss."
     arch = ""
@@ -214,7 +238,7 @@ def announce(config: TrainConfig, corpus, device, world) -> None:
           if config.gap_max > 0 else "  gaps: availability damage alone")
     print("  loss: balanced (inverse-loss weights per lost band)" if config.balance else "  loss: criterion")
 
-# %% ../nbs/suvi_fill/41_train.ipynb 22
+# %% ../nbs/suvi_fill/41_train.ipynb 24
 def evaluate_checkpoint(config: TrainConfig, val_loader, val_size: int, device) -> int:
     "`--evaluate`: score the checkpoint, its net built from the checkpoint, on the validation set."
     net = model.load_learned(config.evaluate, device)
@@ -225,7 +249,7 @@ def evaluate_checkpoint(config: TrainConfig, val_loader, val_size: int, device) 
           f"over {val_size} targets", flush=True)
     return 0
 
-# %% ../nbs/suvi_fill/41_train.ipynb 23
+# %% ../nbs/suvi_fill/41_train.ipynb 25
 def net_config(config: TrainConfig) -> dict:
     """The `model.build` arguments of the net `config` trains: its size and variants; the heads read the
     conditioning and give signed weights unless `plain_heads` (the seed's net)."""
@@ -233,13 +257,14 @@ def net_config(config: TrainConfig) -> dict:
                 attention=config.attention, conditioned=not config.plain_heads, signed=not config.plain_heads)
 
 
-# %% ../nbs/suvi_fill/41_train.ipynb 25
+# %% ../nbs/suvi_fill/41_train.ipynb 27
 def prepare(config: TrainConfig, device, rank: int, world: int, on_record=None) -> Run | int:
     "Seed, read the corpus, build data, net and optimiser, resume; the `Run` (or `--evaluate`'s exit status)."
     for seeded in (torch.manual_seed, random.seed, np.random.seed):
         seeded(config.seed + rank)
     torch.backends.cudnn.benchmark = True        # worth ~2x on the seed's GPU
     corpus = read_corpus(config)
+    config = bound_gap(config, corpus, say=print if rank == 0 else lambda *_: None)
     if rank == 0:
         announce(config, corpus, device, world)
     trace = load_availability(config.shards, config.availability)
@@ -266,7 +291,7 @@ def prepare(config: TrainConfig, device, rank: int, world: int, on_record=None) 
     os.makedirs(config.out, exist_ok=True)
     return run
 
-# %% ../nbs/suvi_fill/41_train.ipynb 27
+# %% ../nbs/suvi_fill/41_train.ipynb 29
 class Window:
     "Train loss and gradient norms since the last row."
     def __init__(self):
@@ -283,7 +308,7 @@ class Window:
             return {"train_loss": None, "grad_mean": None, "grad_max": None}
         return {"train_loss": self.loss / self.n, "grad_mean": self.grad / self.n, "grad_max": self.grad_max}
 
-# %% ../nbs/suvi_fill/41_train.ipynb 28
+# %% ../nbs/suvi_fill/41_train.ipynb 30
 def eval_row(run: Run, val: dict, window: Window, seconds: float) -> dict:
     "One history row with every field the seed writes (a baseline's, with no step taken, lacks the train ones)."
     row = {"step": run.step, "epoch": run.epoch,
@@ -293,7 +318,7 @@ def eval_row(run: Run, val: dict, window: Window, seconds: float) -> dict:
             "lr": run.optimiser.param_groups[0]["lr"], "seconds": seconds, "host_free_gb": host_free_gb()}
     return {key: value for key, value in row.items() if value is not None}
 
-# %% ../nbs/suvi_fill/41_train.ipynb 30
+# %% ../nbs/suvi_fill/41_train.ipynb 32
 def release_cache(device):
     """Empty CUDA's caching allocator.  The composition holds multi-GB full-resolution tensors, and
     on unified GTT memory the allocator's fragmentation growth is host RAM disappearing: the seed's
@@ -301,7 +326,7 @@ def release_cache(device):
     if device.type == "cuda":
         torch.cuda.empty_cache()
 
-# %% ../nbs/suvi_fill/41_train.ipynb 31
+# %% ../nbs/suvi_fill/41_train.ipynb 33
 def baseline(run: Run) -> None:
     "The untrained (or resumed) eval, its row and line; sets the policy's best."
     if run.lead:
@@ -316,15 +341,15 @@ def baseline(run: Run) -> None:
         release_cache(run.device)
     _, _, run.policy.best = share_verdict(0, run.policy.lr_scale, run.policy.best, run.world, run.device)
 
-# %% ../nbs/suvi_fill/41_train.ipynb 32
+# %% ../nbs/suvi_fill/41_train.ipynb 34
 def first_best(run: Run) -> None:
-    "Write best.pt when the run has none yet: never clobber a resumed run's best."
-    if run.lead and not os.path.exists(os.path.join(run.config.out, "best.pt")):
+    "Write best.pt when the run has none yet (or fine-tunes: the old best is another corpus's); never clobber a resumed run's best."
+    if run.lead and (run.fine_tuned or not os.path.exists(os.path.join(run.config.out, "best.pt"))):
         saved_epoch, run.epoch = run.epoch, -1
         run.save("best.pt")
         run.epoch = saved_epoch
 
-# %% ../nbs/suvi_fill/41_train.ipynb 33
+# %% ../nbs/suvi_fill/41_train.ipynb 35
 def validate(run: Run, window: Window, started: float) -> str | None:
     """Evaluate, record, checkpoint, judge: None to go on, or 'ABORT' / 'FROZEN' (every rank alike)."""
     stop = None
@@ -349,7 +374,7 @@ def validate(run: Run, window: Window, started: float) -> str | None:
         {None: 0, "ABORT": 1, "FROZEN": 2}[stop], run.policy.lr_scale, run.policy.best, run.world, run.device)
     return {0: None, 1: "ABORT", 2: "FROZEN"}[code]
 
-# %% ../nbs/suvi_fill/41_train.ipynb 35
+# %% ../nbs/suvi_fill/41_train.ipynb 37
 def train_step(run: Run, batch, loss_of, sweep) -> tuple:
     """One optimiser step on `batch`; returns (loss, gradient norm before clipping, lr).  A non-finite loss or
     gradient norm raises `guards.NonFinite` before the optimiser step (`guards.check_step`)."""
@@ -367,7 +392,7 @@ def train_step(run: Run, batch, loss_of, sweep) -> tuple:
     run.step += 1
     return float(loss.detach()), grad, lr
 
-# %% ../nbs/suvi_fill/41_train.ipynb 36
+# %% ../nbs/suvi_fill/41_train.ipynb 38
 def batches(run: Run):
     "The batches of the epochs still to run, each epoch cut at `steps_per_epoch`, all at `finish`."
     first = run.epoch
@@ -384,7 +409,7 @@ def batches(run: Run):
         if run.step >= run.finish:
             return
 
-# %% ../nbs/suvi_fill/41_train.ipynb 37
+# %% ../nbs/suvi_fill/41_train.ipynb 39
 def loop(run: Run) -> str | None:
     "Train to the end; None when finished, or the policy's stop ('ABORT', 'FROZEN')."
     config, sweep = run.config, run.config.sweep
@@ -413,7 +438,7 @@ def loop(run: Run) -> str | None:
         progress.close()
     return stop
 
-# %% ../nbs/suvi_fill/41_train.ipynb 38
+# %% ../nbs/suvi_fill/41_train.ipynb 40
 def _progress_bar(run: Run):
     "Steps done, rate and time left on rank 0: a bar on a terminal or in a notebook, a line every few seconds in a log."
     if not run.lead:
@@ -422,7 +447,7 @@ def _progress_bar(run: Run):
     return progress_bar(total=run.finish, initial=min(run.step, run.finish), unit="step", desc="train",
                         leave=False, dynamic_ncols=True)
 
-# %% ../nbs/suvi_fill/41_train.ipynb 41
+# %% ../nbs/suvi_fill/41_train.ipynb 43
 def claim_out(config: TrainConfig, rank: int = 0):
     """The context rank 0 of a run holds `--out` in (`outputs.own_directory`: a second run into it is refused,
     exit 2, naming the holder; a killed run's lock and temporaries are taken over and removed, with a
@@ -433,7 +458,7 @@ def claim_out(config: TrainConfig, rank: int = 0):
 
 
 
-# %% ../nbs/suvi_fill/41_train.ipynb 43
+# %% ../nbs/suvi_fill/41_train.ipynb 45
 def train(config: TrainConfig, on_record=None) -> int:
     "Train (or range-test, overfit, evaluate) as `config` says; 0 when done, `TrainingAborted` on ABORT."
     config.check()
@@ -464,7 +489,7 @@ def train(config: TrainConfig, on_record=None) -> int:
     run.say(f"best validation display PSNR {run.policy.best:.2f} dB")
     return 0
 
-# %% ../nbs/suvi_fill/41_train.ipynb 49
+# %% ../nbs/suvi_fill/41_train.ipynb 51
 def train_command(parser):
     "`suvi-fill train`: the seed's flags plus `--device`; returns `run(args) -> int`."
     parser.description = DESCRIPTION
@@ -472,14 +497,14 @@ def train_command(parser):
     add_arguments(parser)
     return lambda args: train(from_args(args))
 
-# %% ../nbs/suvi_fill/41_train.ipynb 50
+# %% ../nbs/suvi_fill/41_train.ipynb 52
 def main(argv=None, on_record=None) -> int:
     "Parse `suvi-fill train` flags from `argv` and `train`; the same statuses and errors."
     parser = add_arguments(argparse.ArgumentParser(description=DESCRIPTION,
                                                    formatter_class=argparse.RawDescriptionHelpFormatter))
     return train(from_args(parser.parse_args(argv)), on_record=on_record)
 
-# %% ../nbs/suvi_fill/41_train.ipynb 51
+# %% ../nbs/suvi_fill/41_train.ipynb 53
 if __name__ == "__main__" and "__file__" in globals():
     from suvi_fill import cli
     sys.exit(cli.main(["train", *sys.argv[1:]]))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 
 from suvi_fill import samples
@@ -14,8 +15,8 @@ from suvi_fill.device import DEVICE_CHOICES, check_threads
 from suvi_fill.errors import OptionError
 
 # %% auto 0
-__all__ = ['EVAL_EVERY', 'PLATEAU_EVALS', 'WARMUP_STEPS', 'DEFAULT_WORKERS', 'MINIMUMS', 'DESCRIPTION', 'flag', 'TrainConfig',
-           'check_counts', 'parse_lr_range', 'check_modes', 'add_arguments', 'from_args']
+__all__ = ['EVAL_EVERY', 'PLATEAU_EVALS', 'WARMUP_STEPS', 'DEFAULT_WORKERS', 'MINIMUMS', 'MAXIMUMS', 'MAX_LR', 'DESCRIPTION',
+           'flag', 'TrainConfig', 'check_counts', 'parse_lr_range', 'check_modes', 'add_arguments', 'from_args']
 
 # %% ../nbs/suvi_fill/43_train_config.ipynb 4
 #: Steps between validation passes: the seed's last collapse happened entirely inside one
@@ -90,7 +91,9 @@ class TrainConfig:
     threads: int | None = flag(None, "CPU threads for torch during the run: a CPU run repeats bit for bit at "
                                "a fixed count (default: torch's own choice)", int)
     resume: str | None = flag(None, "continue the run saved in this checkpoint (last.pt); it must exist "
-                              "(default: a fresh run)")
+                              "and have been trained on this corpus (default: a fresh run)")
+    fine_tune: bool = flag(False, "with --resume: allow a checkpoint trained on another corpus (its manifest "
+                           "digest differs); the best starts afresh on this one (default: off)")
     device: str = flag("auto", "auto (CUDA when present), cpu or cuda; under torchrun each process takes "
                        "the GPU of its local rank (default %(default)s)", choices=DEVICE_CHOICES)
 
@@ -109,29 +112,42 @@ class TrainConfig:
 # %% ../nbs/suvi_fill/43_train_config.ipynb 11
 #: The smallest value each count flag may take (None, where allowed, means "not set").
 MINIMUMS = dict(epochs=1, batch=1, workers=0, steps_per_epoch=1, val_samples=0, eval_every=1, plateau_evals=0,
-                max_steps=1, overfit=1, warmup=0, gap_max=0, base=1, depth=1, pool_wait=0)
+                max_steps=1, overfit=1, warmup=0, gap_max=0, base=1, depth=1, pool_wait=0, seed=0)
+#: The largest: `base` 1024 is 32 times the seed's width (a net of billions of weights beyond it); `depth` 8
+#: halves the frame 8 times (a 640 px corpus to 2.5 px); `workers` 256 DataLoader processes; `seed` numpy's
+#: limit (2**32 - 1).  `gap_max` is bounded by the corpus instead (`train.bound_gap`).
+MAXIMUMS = dict(base=1024, depth=8, workers=256, seed=2**32 - 1)
+#: The largest learning rate (and `--lr-range` HI): AdamW moves every weight by about the LR each step, and the
+#: net's weights are of order 0.1 -- at 1 they are replaced by noise every step (the seed's peak is 1e-4).
+MAX_LR = 1.0
 
 
 def check_counts(config: TrainConfig) -> None:
-    "Refuse a count below its minimum (`MINIMUMS`) or a negative LR."
+    "Refuse a count outside its range (`MINIMUMS`, `MAXIMUMS`), a non-finite or out-of-range LR or pool wait."
     for name, least in MINIMUMS.items():
         value = getattr(config, name)
         if value is not None and value < least:
             raise OptionError(f"--{name.replace('_', '-')} {value}: must be at least {least}")
-    if config.lr < 0:
-        raise OptionError(f"--lr {config.lr}: must not be negative")
+    for name, most in MAXIMUMS.items():
+        value = getattr(config, name)
+        if value is not None and value > most:
+            raise OptionError(f"--{name.replace('_', '-')} {value}: must be at most {most}")
+    if not (math.isfinite(config.lr) and 0 <= config.lr <= MAX_LR):
+        raise OptionError(f"--lr {config.lr}: must be a finite number from 0 to {MAX_LR} (the seed's peak is 1e-4)")
+    if config.pool_wait is not None and not math.isfinite(config.pool_wait):
+        raise OptionError(f"--pool-wait {config.pool_wait}: must be a finite number of seconds")
     if config.span is not None and config.span not in samples.LADDER:
         raise OptionError(f"--span {config.span}: not a rung of the ladder {samples.LADDER}")
 
 # %% ../nbs/suvi_fill/43_train_config.ipynb 12
 def parse_lr_range(text: str) -> tuple:
-    "'LO,HI' -> (LO, HI) with 0 < LO < HI, else `OptionError`."
+    "'LO,HI' -> (LO, HI) with 0 < LO < HI <= `MAX_LR`, else `OptionError`."
     try:
         low, high = (float(v) for v in text.split(","))
     except ValueError:
         raise OptionError(f"--lr-range {text!r}: expected LO,HI (e.g. 1e-6,1e-1)") from None
-    if not 0 < low < high:
-        raise OptionError(f"--lr-range {text!r}: needs 0 < LO < HI")
+    if not 0 < low < high <= MAX_LR:
+        raise OptionError(f"--lr-range {text!r}: needs 0 < LO < HI <= {MAX_LR}")
     return low, high
 
 
@@ -141,6 +157,8 @@ def check_modes(config: TrainConfig) -> None:
         if not config.max_steps:
             raise OptionError("--lr-range needs --max-steps (the ramp's length)")
         parse_lr_range(config.lr_range)
+    if config.fine_tune and not config.resume:
+        raise OptionError("--fine-tune needs --resume (the checkpoint to train on this corpus)")
     if config.pool and not config.steps_per_epoch:
         raise OptionError("--pool needs --steps-per-epoch: a pool has no length")
     for name in ("resume", "evaluate"):

@@ -327,6 +327,10 @@ def test_load_learned_refuses_another_layout(tmp_path):
     with pytest.raises(ValueError, match="junk.pt: not a readable filler checkpoint"):
         model.load_learned(tmp_path / "junk.pt")
     other = seed_checkpoint(tmp_path / "wide.pt", model.build(base=16, depth=2), base=8)
+    # refused by checkpoint.check_net before a net is built, naming the field
+    with pytest.raises(ValueError, match=r"wide.pt: net config base=8 does not match the weights \(base 16"):
+        model.load_learned(other)
+    other = seed_checkpoint(tmp_path / "attending.pt", model.build(base=8, depth=2), attention=True)
     with pytest.raises(ValueError, match="do not fit the recorded architecture"):
         model.load_learned(other)
 
