@@ -164,12 +164,9 @@ def test_the_vertex_transitive_triangulation_is_in_the_table():
     assert reaching == set(range(1, 13))
 
 
-PUBLIC_LIST = Path("/work/shared/fixtures/szilassi/public_solver/topologies.txt")
-if not PUBLIC_LIST.exists():
-    PUBLIC_LIST = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "szilassi" / "public_solver" / "topologies.txt"
+PUBLIC_LIST = Path(__file__).resolve().parent / "data" / "szilassi" / "public_solver" / "topologies.txt"
 
 
-@pytest.mark.skipif(not PUBLIC_LIST.exists(), reason="the public solver's topology list is not here")
 def test_every_public_line_is_its_own_index():
     "Line i of the public list (the paper's #i+1) is TOPOLOGIES[i], reached by PAPER_RELABELLINGS[i]."
     public = read_public_topologies(PUBLIC_LIST)
