@@ -180,8 +180,9 @@ def _public_intersections(V, n, d, X, Y, flat, polygons, pairs):
             box[f, 0], box[f, 1] = min(box[f, 0], flat[f, k, 0]), max(box[f, 1], flat[f, k, 0])
             box[f, 2], box[f, 3] = min(box[f, 2], flat[f, k, 1]), max(box[f, 3], flat[f, k, 1])
         margin = _MARGIN + _MARGIN_RELATIVE * max(max(abs(box[f, 0]), abs(box[f, 1])), max(abs(box[f, 2]), abs(box[f, 3])))
-        if not np.isfinite(flat[f]).all():
-            margin = np.float32(np.inf)                 # a corner at nan: no box, every point gets the full test
+        for k in range(K):
+            if not np.isfinite(flat[f, k, 0] + flat[f, k, 1]):
+                margin = np.float32(np.inf)             # a corner at nan: no box, every point gets the full test
         margins[f] = margin
         box[f, 0], box[f, 1], box[f, 2], box[f, 3] = box[f, 0] - margin, box[f, 1] + margin, box[f, 2] - margin, box[f, 3] + margin
     count = 0

@@ -21,7 +21,7 @@ __all__ = ['FACE_COUNT', 'EDGE_COUNT', 'NEAR_PARALLEL', 'FAR_AWAY', 'PAIRS_PER_F
            'layout_from_facets', 'layout', 'unit_planes', 'frame', 'dual_vertices', 'plane_bases', 'winding_numbers',
            'signed_distances', 'Defects', 'evaluate_exact', 'random_planes', 'public_planes', 'public_vertices',
            'public_fit', 'public_edges', 'public_recount', 'PublicLayout', 'public_layout', 'public_flags',
-           'public_feet_flags', 'public_frame', 'evaluate', 'Evaluator', 'face_polygons']
+           'public_feet_flags', 'public_quality', 'public_frame', 'evaluate', 'Evaluator', 'face_polygons']
 
 # %% ../nbs/szrank/31_geometry.ipynb 3
 FACE_COUNT = VERTEX_COUNT    # 12 planes
@@ -535,11 +535,13 @@ class PublicLayout:
     triangles (44, 3)  the planes (our faces) of its triangle j, in its order; vertex j of its OBJ files
     ours (44,)         our triangle (`Layout.triangles` row) of its triangle j
     polygons (12, 11)  its polygon of our face f: its triangle indices, its corner order
+    edges (66, 2)      its edges (its triangle indices, smaller first), in its order
     cross (528, 3), pierce (528, 3)   its pairs in its counting order (see `_public_pairs`)
     cross_slot, pierce_slot (528,)    our pair index (`Layout.cross_pairs`, `Layout.pierce_pairs`) of each"""
     triangles: np.ndarray
     ours: np.ndarray
     polygons: np.ndarray
+    edges: np.ndarray
     cross: np.ndarray
     pierce: np.ndarray
     cross_slot: np.ndarray
@@ -598,7 +600,7 @@ def public_layout(index: int) -> PublicLayout:
     pierce_slot = np.array([slot[(edge[frozenset((int(ours[a]), int(ours[b])))], int(f))] for f, a, b in pierce])
     if sorted(cross_slot) != list(range(len(L.cross_pairs))) or sorted(pierce_slot) != list(range(len(L.pierce_pairs))):
         raise InvariantError(f"topology {index}: the public list's pairs do not match the layout's")
-    return PublicLayout(triangles, ours, polygons, cross, pierce, cross_slot, pierce_slot)
+    return PublicLayout(triangles, ours, polygons, np.array(edges), cross, pierce, cross_slot, pierce_slot)
 
 # %% ../nbs/szrank/31_geometry.ipynb 55
 def public_flags(normals, offsets, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -622,7 +624,37 @@ def public_feet_flags(feet, index: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     out[0][:, P.cross_slot], out[1][:, P.pierce_slot], out[2][:, P.pierce_slot] = cross, pierce, plane_cross
     return tuple(out)
 
-# %% ../nbs/szrank/31_geometry.ipynb 60
+# %% ../nbs/szrank/31_geometry.ipynb 57
+def public_quality(normals, offsets, index: int) -> np.ndarray:
+    """The public solver's four quality factors (B, 4) of planes (12, 3)/(12,) or (B, 12, 3)/(B, 12): angle, distance, length and plane penalties (its
+    util.cpp, float32, on the vertices its search computes from the planes, see `public_flags`).  Each is
+    in [0, 1]; its validation calls a shape with any factor >= 0.9999 degenerate (a corner of nearly 0 or
+    180 degrees, a vertex nearly on an edge, an edge of nearly zero length, or two planes of a vertex
+    nearly parallel)."""
+    P = public_layout(index)
+    x = (np.asarray(normals, _F) * np.asarray(offsets, _F)[..., None]).reshape(-1, FACE_COUNT, 3)
+    d = np.sqrt(_dot3(x, x))
+    with np.errstate(all="ignore"):
+        n = x / d[..., None]
+        V = public_vertices(n, d, P.triangles)
+        corners = V[:, P.polygons]                                           # angle_penalty
+        d1, d2 = corners - np.roll(corners, -1, axis=2), np.roll(corners, -2, axis=2) - np.roll(corners, -1, axis=2)
+        mags = np.sqrt(_dot3(d1, d1)) * np.sqrt(_dot3(d2, d2))
+        angle = np.nanmax(np.abs(_dot3(d1, d2) / mags), axis=(1, 2))   # std::max passes over nan
+        a, b = V[:, P.edges[:, 0]], V[:, P.edges[:, 1]]                      # dist_penalty: vertex to edge
+        p, s = V[:, :, None] - a[:, None], (b - a)[:, None]
+        t = np.minimum(np.maximum(_dot3(p, s) / _dot3(s, s), _F(0)), _F(1))
+        gap = p - s * t[..., None]
+        far = _dot3(gap, gap)
+        own = (P.edges[None, :, 0] == np.arange(len(P.ours))[:, None]) | (P.edges[None, :, 1] == np.arange(len(P.ours))[:, None])
+        distance = _F(1) - np.sqrt(np.nanmin(np.where(own, np.inf, far), axis=(1, 2)) / np.nanmax(np.where(own, 0, far), axis=(1, 2)))
+        lengths = _dot3(b - a, b - a)                                        # length_penalty
+        length = _F(1) - np.sqrt(lengths.min(axis=1) / lengths.max(axis=1))
+        ring = n[:, P.triangles]                                             # plane_penalty: planes of a vertex
+        plane = np.nanmax(np.abs(_dot3(ring, np.roll(ring, -1, axis=2))), axis=(1, 2))
+    return np.stack([angle, distance, length, plane], axis=-1).astype(_F)
+
+# %% ../nbs/szrank/31_geometry.ipynb 63
 @lru_cache(maxsize=None)
 def _layout_index(L: Layout) -> int:
     "The topology index of a layout built by `layout` (the public order is known only for the table's 59)."
@@ -637,7 +669,7 @@ def public_frame(n, d) -> np.ndarray:
     centre, scale = _frame(n, d)
     return (d - np.einsum("bfi,bi->bf", n, centre)) * (PUBLIC_FRAME_SCALE / scale)[:, None]
 
-# %% ../nbs/szrank/31_geometry.ipynb 61
+# %% ../nbs/szrank/31_geometry.ipynb 64
 def evaluate(normals, offsets, layout: Layout, absolute: bool = False) -> Defects:
     """Defects by the public solver's counting rule (see above, `public_flags`): one configuration
     (12, 3)/(12,) or a batch (B, 12, 3)/(B, 12); always batched output.  `evaluate_exact` is the strict rule.
@@ -652,7 +684,7 @@ def evaluate(normals, offsets, layout: Layout, absolute: bool = False) -> Defect
     cross, pierce, plane_cross = public_flags(n, d, _layout_index(layout))
     return _defects(layout, cross, pierce, plane_cross, near_parallel, at_infinity)
 
-# %% ../nbs/szrank/31_geometry.ipynb 65
+# %% ../nbs/szrank/31_geometry.ipynb 68
 class Evaluator:
     "One configuration with cached vertices and distances: evaluate single-plane moves incrementally (strict rule, `evaluate_exact`)."
 
@@ -709,7 +741,7 @@ class Evaluator:
         self.normals, self.offsets, self.raw, self.near_parallel, self._state = self._pending
         self._pending = None
 
-# %% ../nbs/szrank/31_geometry.ipynb 69
+# %% ../nbs/szrank/31_geometry.ipynb 72
 def face_polygons(normals, offsets, layout: Layout) -> np.ndarray:
     "Corner coordinates (B, 12, 11, 3) of the face polygons in link order (NaN where degenerate)."
     n, d = _batch(normals, offsets)

@@ -179,3 +179,11 @@ def test_the_symmetric_record_counts_c0_i4_every_way(path):
     normals, offsets = read_configuration(path, 42)
     assert public_recount(*read_obj(path)) == (0, 4)
     assert (int(evaluate(normals, offsets, layout(42)).crossings[0]), int(evaluate(normals, offsets, layout(42)).intersections[0])) == (0, 4)
+
+
+def test_quality_factors_are_the_public_solvers():
+    "Angle, distance, length and plane factors of its search's vertices: its printed values (6 digits) on all 212."
+    from szrank.geometry import public_quality
+    for (topology, name), row in counts_table().items():
+        got = public_quality(*read_configuration(DATA / f"topology_{topology}" / name, topology), topology)[0]
+        assert np.allclose(got, row["factors"], rtol=2e-6, atol=1e-6), (name, got, row["factors"])
