@@ -9,9 +9,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from szrank.geometry import (FAR_AWAY, NEAR_PARALLEL, PUBLIC_ON_EDGE_CORNER2, PUBLIC_ON_EDGE_DIST2,
-                             PUBLIC_PARALLEL_DET2, PUBLIC_PARALLEL_DIST2, PUBLIC_PARAMETER_TOLERANCE, Layout,
-                             _LOCAL_PAIRS, _batch, evaluate)
+from szrank.geometry import (FAR_AWAY, NEAR_PARALLEL, PUBLIC_MEET_DIST2, PUBLIC_ON_EDGE_CORNER2,
+                             PUBLIC_FRAME_SCALE, PUBLIC_ON_EDGE_DIST2, PUBLIC_PARALLEL_DET2, PUBLIC_PARALLEL_DIST2,
+                             PUBLIC_PARAMETER_TOLERANCE, PUBLIC_SAME_PLANE2, Layout, _batch, _layout_index,
+                             evaluate, public_layout)
 
 try:
     import numba
@@ -26,9 +27,19 @@ __all__ = ['count_totals']
 # %% ../nbs/szrank/36_fastcount.ipynb 3
 def _jit(function):
     "numba.njit (cached on disk, no Python objects) when numba is installed; the plain function otherwise."
-    return numba.njit(cache=True, nogil=True)(function) if numba is not None else function
+    return numba.njit(cache=True, nogil=True, error_model="numpy")(function) if numba is not None else function
 
 # %% ../nbs/szrank/36_fastcount.ipynb 4
+_ZERO, _ONE = np.float32(0.0), np.float32(1.0)
+_EPS = np.float32(PUBLIC_PARAMETER_TOLERANCE)
+_DET2, _DIST2 = np.float32(PUBLIC_PARALLEL_DET2), np.float32(PUBLIC_PARALLEL_DIST2)
+_EDGE2, _CORNER2 = np.float32(PUBLIC_ON_EDGE_DIST2), np.float32(PUBLIC_ON_EDGE_CORNER2)
+_MEET2, _SAME2 = np.float32(PUBLIC_MEET_DIST2), np.float32(PUBLIC_SAME_PLANE2)
+_MARGIN, _MARGIN_RELATIVE = np.float32(1e-2), np.float32(1e-4)   # box around a polygon (absolute + relative to
+                                                                 # its coordinates) outside which no point is
+                                                                 # within 1e-3 of it nor wound around it
+
+# %% ../nbs/szrank/36_fastcount.ipynb 5
 @_jit
 def _vertices_into(n, d, triangles, far, out, bad):
     "Dual vertices of one configuration into out (44, 3); bad[t]: near-parallel or beyond far = (centre, radius²)."
@@ -52,109 +63,184 @@ def _vertices_into(n, d, triangles, far, out, bad):
         if bad[t]:
             out[t, :] = np.nan
 
-# %% ../nbs/szrank/36_fastcount.ipynb 5
-@_jit
-def _basis(normal, u, v):
-    "In-plane axes of a unit normal into u, v (3,), as `geometry.plane_bases`."
-    h0, h1 = (1.0, 0.0) if abs(normal[0]) < 0.9 else (0.0, 1.0)          # helper (h0, h1, 0)
-    u0, u1, u2 = -normal[2] * h1, normal[2] * h0, normal[0] * h1 - normal[1] * h0
-    length = np.sqrt(u0 * u0 + u1 * u1 + u2 * u2)
-    u[0], u[1], u[2] = u0 / length, u1 / length, u2 / length
-    v[0] = normal[1] * u[2] - normal[2] * u[1]
-    v[1] = normal[2] * u[0] - normal[0] * u[2]
-    v[2] = normal[0] * u[1] - normal[1] * u[0]
-
 # %% ../nbs/szrank/36_fastcount.ipynb 6
 @_jit
-def _count_crossings(polygons, pairs):
-    "Crossings of the projected polygons (12, 11, 2) over the 44 non-adjacent pairs, public rule."
-    count = 0
-    K = polygons.shape[1]
-    for f in range(polygons.shape[0]):
-        for q in range(pairs.shape[0]):
-            k, l = pairs[q, 0], pairs[q, 1]
-            a1x, a1y = polygons[f, k, 0], polygons[f, k, 1]
-            dax, day = polygons[f, (k + 1) % K, 0] - a1x, polygons[f, (k + 1) % K, 1] - a1y
-            b1x, b1y = polygons[f, l, 0], polygons[f, l, 1]
-            dbx, dby = b1x - polygons[f, (l + 1) % K, 0], b1y - polygons[f, (l + 1) % K, 1]
-            bax, bay = b1x - a1x, b1y - a1y
-            det = dax * dby - day * dbx
-            if det * det < PUBLIC_PARALLEL_DET2:
-                along = (bax * dax + bay * day) / (dax * dax + day * day)
-                ox, oy = bax - dax * along, bay - day * along
-                count += ox * ox + oy * oy < PUBLIC_PARALLEL_DIST2
-            else:
-                t = (dby * bax - dbx * bay) / det
-                s = (dax * bay - day * bax) / det
-                eps = PUBLIC_PARAMETER_TOLERANCE
-                count += (t > -eps) and (t < 1 + eps) and (s > -eps) and (s < 1 + eps)
-    return count
+def _dot(a0, a1, a2, b0, b1, b2):
+    "Eigen's float dot of 3-vectors, in its order (`geometry._dot3`)."
+    return a0 * b0 + (a1 * b1 + a2 * b2)
+
+
+@_jit
+def _public_setup(n64, d64, triangles, polygons, n, d, V, X, Y, flat):
+    """One configuration's public state from unit planes (float64): planes n, d (`public_planes`), vertices V
+    (`public_vertices`), each face's axes X, Y and its corners in them, flat (F, K, 2); all float32."""
+    F, K = polygons.shape
+    for f in range(F):
+        x0, x1, x2 = np.float32(n64[f, 0]) * np.float32(d64[f]), np.float32(n64[f, 1]) * np.float32(d64[f]), \
+            np.float32(n64[f, 2]) * np.float32(d64[f])
+        d[f] = np.sqrt(_dot(x0, x1, x2, x0, x1, x2))
+        n[f, 0], n[f, 1], n[f, 2] = x0 / d[f], x1 / d[f], x2 / d[f]
+    for t in range(triangles.shape[0]):
+        a, b, c = triangles[t, 0], triangles[t, 1], triangles[t, 2]
+        m = ((n[a, 0], n[a, 1], n[a, 2]), (n[b, 0], n[b, 1], n[b, 2]), (n[c, 0], n[c, 1], n[c, 2]))
+        c00 = m[1][1] * m[2][2] - m[1][2] * m[2][1]; c01 = m[1][2] * m[2][0] - m[1][0] * m[2][2]
+        c02 = m[1][0] * m[2][1] - m[1][1] * m[2][0]; c10 = m[2][1] * m[0][2] - m[2][2] * m[0][1]
+        c11 = m[2][2] * m[0][0] - m[2][0] * m[0][2]; c12 = m[2][0] * m[0][1] - m[2][1] * m[0][0]
+        c20 = m[0][1] * m[1][2] - m[0][2] * m[1][1]; c21 = m[0][2] * m[1][0] - m[0][0] * m[1][2]
+        c22 = m[0][0] * m[1][1] - m[0][1] * m[1][0]
+        invdet = _ONE / (c00 * m[0][0] + (c10 * m[1][0] + c20 * m[2][0]))
+        da, db, dc = d[a], d[b], d[c]
+        V[t, 0] = (c00 * invdet) * da + ((c10 * invdet) * db + (c20 * invdet) * dc)
+        V[t, 1] = (c01 * invdet) * da + ((c11 * invdet) * db + (c21 * invdet) * dc)
+        V[t, 2] = (c02 * invdet) * da + ((c12 * invdet) * db + (c22 * invdet) * dc)
+    for f in range(F):
+        p, q = polygons[f, 0], polygons[f, 1]
+        e0, e1, e2 = V[q, 0] - V[p, 0], V[q, 1] - V[p, 1], V[q, 2] - V[p, 2]
+        z = _dot(e0, e1, e2, e0, e1, e2)
+        if z > _ZERO:
+            z = np.sqrt(z)
+            e0, e1, e2 = e0 / z, e1 / z, e2 / z
+        X[f, 0], X[f, 1], X[f, 2] = e0, e1, e2
+        Y[f, 0] = n[f, 1] * e2 - n[f, 2] * e1
+        Y[f, 1] = n[f, 2] * e0 - n[f, 0] * e2
+        Y[f, 2] = n[f, 0] * e1 - n[f, 1] * e0
+        for k in range(K):
+            t = polygons[f, k]
+            w0, w1, w2 = V[t, 0] - n[f, 0] * d[f], V[t, 1] - n[f, 1] * d[f], V[t, 2] - n[f, 2] * d[f]
+            flat[f, k, 0] = _dot(X[f, 0], X[f, 1], X[f, 2], w0, w1, w2)
+            flat[f, k, 1] = _dot(Y[f, 0], Y[f, 1], Y[f, 2], w0, w1, w2)
 
 # %% ../nbs/szrank/36_fastcount.ipynb 7
 @_jit
-def _inside(x, y, polygon, skip):
-    "Public point-in-polygon of (x, y) in polygon (11, 2), layout edges `skip` (11,) left out (`geometry._public_inside`)."
-    K = polygon.shape[0]
-    winding = 0
-    for i in range(K):
-        if skip[(i - 1) % K]:
-            continue
-        x1, y1 = polygon[i, 0], polygon[i, 1]
-        x2, y2 = polygon[(i - 1) % K, 0], polygon[(i - 1) % K, 1]
-        rx, ry, sx, sy = x - x1, y - y1, x2 - x1, y2 - y1
-        t = min(max((rx * sx + ry * sy) / (sx * sx + sy * sy), 0.0), 1.0)
-        gx, gy, qx, qy = rx - sx * t, ry - sy * t, x - x2, y - y2
-        if (gx * gx + gy * gy < PUBLIC_ON_EDGE_DIST2 and rx * rx + ry * ry > PUBLIC_ON_EDGE_CORNER2
-                and qx * qx + qy * qy > PUBLIC_ON_EDGE_CORNER2):
-            return True
-        turn = sx * ry - sy * rx
-        if y1 <= y:
-            if y2 > y and turn > 0:
-                winding += 1
-        elif y2 <= y and turn < 0:
-            winding -= 1
-    return abs(winding) == 1
+def _public_crossings(flat, pairs):
+    "Crossings over the public pairs (face, start of a, start of b) (`geometry._public_flags`)."
+    K = flat.shape[1]
+    count = 0
+    for q in range(pairs.shape[0]):
+        f, i, j = pairs[q, 0], pairs[q, 1], pairs[q, 2]
+        i2, j2 = i + 1 if i + 1 < K else 0, j + 1 if j + 1 < K else 0
+        a1x, a1y = flat[f, i, 0], flat[f, i, 1]
+        dax, day = flat[f, i2, 0] - a1x, flat[f, i2, 1] - a1y
+        b1x, b1y = flat[f, j, 0], flat[f, j, 1]
+        dbx, dby = b1x - flat[f, j2, 0], b1y - flat[f, j2, 1]
+        bax, bay = b1x - a1x, b1y - a1y
+        det = dax * dby - day * dbx
+        if det * det < _DET2:
+            along = (bax * dax + bay * day) / (dax * dax + day * day)
+            ox, oy = bax - dax * along, bay - day * along
+            count += ox * ox + oy * oy < _DIST2
+        else:
+            t = (dby * bax - dbx * bay) / det
+            if t > -_EPS and t < _ONE + _EPS:
+                s = (dax * bay - day * bax) / det
+                count += s > -_EPS and s < _ONE + _EPS
+    return count
 
 # %% ../nbs/szrank/36_fastcount.ipynb 8
 @_jit
-def _count_intersections(V, n, d, U, W, polygons, corners, ends, faces, owners, rim, skip):
-    "Intersections of one configuration over the (edge, face) pairs, public rule (`geometry._public_pierce`)."
-    F, K = corners.shape
-    low, high = np.empty((F, 3)), np.empty((F, 3))
-    for f in range(F):
-        for i in range(3):
-            low[f, i], high[f, i] = V[corners[f, 0], i], V[corners[f, 0], i]
-            for k in range(1, K):
-                low[f, i] = min(low[f, i], V[corners[f, k], i])
-                high[f, i] = max(high[f, i], V[corners[f, k], i])
-    count = 0
-    for q in range(faces.shape[0]):
-        f, P, Q = faces[q], V[ends[q, 0]], V[ends[q, 1]]
-        ad = P[0] * n[f, 0] + P[1] * n[f, 1] + P[2] * n[f, 2] - d[f]
-        bd = Q[0] * n[f, 0] + Q[1] * n[f, 1] + Q[2] * n[f, 2] - d[f]
-        if not ad * bd < 0:
-            continue
-        miss = False
-        for i in range(3):
-            miss = miss or max(P[i], Q[i]) < low[f, i] or min(P[i], Q[i]) > high[f, i]
-        if miss or _side(V[rim[q, 0]], V[rim[q, 1]], n[owners[q, 1]], d[owners[q, 1]]) or _side(
-                V[rim[q, 2]], V[rim[q, 3]], n[owners[q, 0]], d[owners[q, 0]]):
-            continue
-        x0 = (ad * Q[0] - bd * P[0]) / (ad - bd)
-        x1 = (ad * Q[1] - bd * P[1]) / (ad - bd)
-        x2 = (ad * Q[2] - bd * P[2]) / (ad - bd)
-        count += _inside(x0 * U[f, 0] + x1 * U[f, 1] + x2 * U[f, 2],
-                         x0 * W[f, 0] + x1 * W[f, 1] + x2 * W[f, 2], polygons[f], skip[q])
-    return count
+def _public_inside(px, py, polygon, margin):
+    """util.cpp point_in_polygon: (inside, index of the first polygon edge (corner i -> i-1) the point is on,
+    or -1).  The on-edge distance is computed only for edges whose box widened by `margin` holds the point
+    (beyond it the point is farther than 1e-3 from the edge, whatever the rounding)."""
+    K = polygon.shape[0]
+    winding = 0
+    x2, y2 = polygon[K - 1, 0], polygon[K - 1, 1]
+    for i in range(K):
+        x1, y1 = polygon[i, 0], polygon[i, 1]
+        rx, ry, sx, sy = px - x1, py - y1, x2 - x1, y2 - y1
+        if not (px < min(x1, x2) - margin or px > max(x1, x2) + margin or py < min(y1, y2) - margin
+                or py > max(y1, y2) + margin):
+            t = min(max((rx * sx + ry * sy) / (sx * sx + sy * sy), _ZERO), _ONE)
+            gx, gy, qx, qy = rx - sx * t, ry - sy * t, x2 - px, y2 - py
+            if gx * gx + gy * gy < _EDGE2 and rx * rx + ry * ry > _CORNER2 and qx * qx + qy * qy > _CORNER2:
+                return True, i
+        turn = sx * ry - sy * rx
+        if y1 <= py:
+            if y2 > py and turn > _ZERO:
+                winding += 1
+        elif y2 <= py and turn < _ZERO:
+            winding -= 1
+        x2, y2 = x1, y1
+    return abs(winding) == 1, -1
 
 # %% ../nbs/szrank/36_fastcount.ipynb 9
 @_jit
-def _side(a, b, normal, offset):
-    "True if points a, b lie strictly on opposite sides of the plane (the strict rule's rim test)."
-    return ((a[0] * normal[0] + a[1] * normal[1] + a[2] * normal[2] - offset)
-            * (b[0] * normal[0] + b[1] * normal[1] + b[2] * normal[2] - offset)) < 0
+def _public_intersections(V, n, d, X, Y, flat, polygons, pairs):
+    """Intersections over the public pairs (face, end 1, end 2), with its on-edge double-count check.
+
+    A point outside its polygon's box widened by _MARGIN (+ _MARGIN_RELATIVE of the coordinates) is more
+    than 1e-3 from every polygon edge and has winding number 0 whatever the rounding (every turn sign there
+    is a sum of same-signed terms, and the up and down crossings of a closed polygon cancel): it skips the
+    point-in-polygon test, with the same count."""
+    F, K = polygons.shape
+    box, margins = np.empty((F, 4), np.float32), np.empty(F, np.float32)
+    for f in range(F):
+        box[f, 0], box[f, 1], box[f, 2], box[f, 3] = flat[f, 0, 0], flat[f, 0, 0], flat[f, 0, 1], flat[f, 0, 1]
+        for k in range(1, K):
+            box[f, 0], box[f, 1] = min(box[f, 0], flat[f, k, 0]), max(box[f, 1], flat[f, k, 0])
+            box[f, 2], box[f, 3] = min(box[f, 2], flat[f, k, 1]), max(box[f, 3], flat[f, k, 1])
+        margin = _MARGIN + _MARGIN_RELATIVE * max(max(abs(box[f, 0]), abs(box[f, 1])), max(abs(box[f, 2]), abs(box[f, 3])))
+        for k in range(K):
+            if not np.isfinite(flat[f, k, 0] + flat[f, k, 1]):
+                margin = np.float32(np.inf)             # a corner at nan: no box, every point gets the full test
+        margins[f] = margin
+        box[f, 0], box[f, 1], box[f, 2], box[f, 3] = box[f, 0] - margin, box[f, 1] + margin, box[f, 2] - margin, box[f, 3] + margin
+    count = 0
+    for q in range(pairs.shape[0]):
+        f, e, g = pairs[q, 0], pairs[q, 1], pairs[q, 2]
+        ad = _dot(V[e, 0], V[e, 1], V[e, 2], n[f, 0], n[f, 1], n[f, 2]) - d[f]
+        bd = _dot(V[g, 0], V[g, 1], V[g, 2], n[f, 0], n[f, 1], n[f, 2]) - d[f]
+        if ad * bd >= _ZERO:
+            continue
+        w0 = (ad * V[g, 0] - bd * V[e, 0]) / (ad - bd) - n[f, 0] * d[f]
+        w1 = (ad * V[g, 1] - bd * V[e, 1]) / (ad - bd) - n[f, 1] * d[f]
+        w2 = (ad * V[g, 2] - bd * V[e, 2]) / (ad - bd) - n[f, 2] * d[f]
+        px, py = _dot(X[f, 0], X[f, 1], X[f, 2], w0, w1, w2), _dot(Y[f, 0], Y[f, 1], Y[f, 2], w0, w1, w2)
+        if px < box[f, 0] or px > box[f, 1] or py < box[f, 2] or py > box[f, 3]:
+            continue
+        inside, side = _public_inside(px, py, flat[f], margins[f])
+        if not inside:
+            continue
+        if side >= 0 and K > 3 and _already_crossed(V, n, d, e, g, polygons[f, side], polygons[f, (side + K - 1) % K]):
+            continue
+        count += 1
+    return count
 
 # %% ../nbs/szrank/36_fastcount.ipynb 10
+@_jit
+def _already_crossed(V, n, d, e, g, b, c):
+    "`geometry._public_already_crossed` of one edge e g and polygon edge b c."
+    p13 = (V[e, 0] - V[b, 0], V[e, 1] - V[b, 1], V[e, 2] - V[b, 2])
+    p43 = (V[c, 0] - V[b, 0], V[c, 1] - V[b, 1], V[c, 2] - V[b, 2])
+    p21 = (V[g, 0] - V[e, 0], V[g, 1] - V[e, 1], V[g, 2] - V[e, 2])
+    d1343 = _dot(p13[0], p13[1], p13[2], p43[0], p43[1], p43[2])
+    d4321 = _dot(p43[0], p43[1], p43[2], p21[0], p21[1], p21[2])
+    d1321 = _dot(p13[0], p13[1], p13[2], p21[0], p21[1], p21[2])
+    d4343 = _dot(p43[0], p43[1], p43[2], p43[0], p43[1], p43[2])
+    d2121 = _dot(p21[0], p21[1], p21[2], p21[0], p21[1], p21[2])
+    mua = (d1343 * d4321 - d1321 * d4343) / (d2121 * d4343 - d4321 * d4321)
+    mub = (d1343 + d4321 * mua) / d4343
+    g0 = (V[e, 0] + mua * p21[0]) - (V[b, 0] + mub * p43[0])
+    g1 = (V[e, 1] + mua * p21[1]) - (V[b, 1] + mub * p43[1])
+    g2 = (V[e, 2] + mua * p21[2]) - (V[b, 2] + mub * p43[2])
+    if not _dot(g0, g1, g2, g0, g1, g2) < _MEET2:
+        return False
+    u0, u1, u2 = p21                                   # Plane(a, b, c): (b - a) × (c - a), a = e, b = g, c = b
+    v0, v1, v2 = V[b, 0] - V[e, 0], V[b, 1] - V[e, 1], V[b, 2] - V[e, 2]
+    m0, m1, m2 = u1 * v2 - u2 * v1, u2 * v0 - u0 * v2, u0 * v1 - u1 * v0
+    z = _dot(m0, m1, m2, m0, m1, m2)
+    if z > _ZERO:
+        z = np.sqrt(z)
+        m0, m1, m2 = m0 / z, m1 / z, m2 / z
+    h = _dot(V[e, 0], V[e, 1], V[e, 2], m0, m1, m2)
+    f0, f1, f2 = m0 * h, m1 * h, m2 * h
+    for k in range(n.shape[0]):
+        s0, s1, s2 = f0 - n[k, 0] * d[k], f1 - n[k, 1] * d[k], f2 - n[k, 2] * d[k]
+        if _dot(s0, s1, s2, s0, s1, s2) < _SAME2:
+            return True
+    return False
+
+# %% ../nbs/szrank/36_fastcount.ipynb 11
 @_jit
 def _frame_of(n, d):
     "Centre (3,) and scale of unit planes, as `geometry._frame` (least-squares point, RMS plane distance)."
@@ -182,47 +268,46 @@ def _frame_of(n, d):
         total += distance * distance
     return centre, max(np.sqrt(total / n.shape[0]), 1e-300)
 
-# %% ../nbs/szrank/36_fastcount.ipynb 11
+# %% ../nbs/szrank/36_fastcount.ipynb 12
 @_jit
-def _count_batch(n, d, triangles, corners, pairs, ends, faces, owners, rim, skip, out):
-    "out[b] = (C, I, degenerate) of configuration b (unit planes), counted in units of its frame scale."
-    T, F, K = triangles.shape[0], corners.shape[0], corners.shape[1]
-    V, bad, polygons = np.empty((T, 3)), np.zeros(T, np.bool_), np.empty((F, K, 2))
-    U, W, dn, far = np.empty((F, 3)), np.empty((F, 3)), np.empty(F), np.empty(4)
+def _count_batch(n, d, place, triangles, public_triangles, polygons, cross_pairs, pierce_pairs, out):
+    """out[b] = (C, I, degenerate) of configuration b of unit planes n (B, 12, 3), d (B, 12) (float64), moved
+    first to frame scale `place` (`geometry.public_frame`) unless `place` is 0: C and I by the public rule,
+    degenerate by the float64 tests of `geometry._dual`."""
+    T, F, K = triangles.shape[0], polygons.shape[0], polygons.shape[1]
+    V64, bad, far, dn = np.empty((T, 3)), np.zeros(T, np.bool_), np.empty(4), np.empty(F)
+    pn, pd, V = np.empty((F, 3), np.float32), np.empty(F, np.float32), np.empty((T, 3), np.float32)
+    X, Y, flat = np.empty((F, 3), np.float32), np.empty((F, 3), np.float32), np.empty((F, K, 2), np.float32)
     for b in range(n.shape[0]):
-        centre, scale = _frame_of(n[b], d[b])
-        for f in range(F):
-            dn[f] = (d[b, f] - (n[b, f, 0] * centre[0] + n[b, f, 1] * centre[1] + n[b, f, 2] * centre[2])) / scale
-        centre, scale = _frame_of(n[b], dn)            # the frame `evaluate` tests "at infinity" against
+        dn[:] = d[b]
+        if place > 0:
+            centre, scale = _frame_of(n[b], d[b])
+            for f in range(F):
+                dn[f] = (d[b, f] - (n[b, f, 0] * centre[0] + n[b, f, 1] * centre[1] + n[b, f, 2] * centre[2])) * (place / scale)
+        centre, scale = _frame_of(n[b], dn)
         far[:3], far[3] = centre, (FAR_AWAY * scale) ** 2
-        _vertices_into(n[b], dn, triangles, far, V, bad)
-        for f in range(F):
-            _basis(n[b, f], U[f], W[f])
-            for k in range(K):
-                p = V[corners[f, k]]
-                polygons[f, k, 0] = p[0] * U[f, 0] + p[1] * U[f, 1] + p[2] * U[f, 2]
-                polygons[f, k, 1] = p[0] * W[f, 0] + p[1] * W[f, 1] + p[2] * W[f, 2]
-        out[b, 0] = _count_crossings(polygons, pairs)
-        out[b, 1] = _count_intersections(V, n[b], dn, U, W, polygons, corners, ends, faces, owners, rim, skip)
+        _vertices_into(n[b], dn, triangles, far, V64, bad)
+        _public_setup(n[b], dn, public_triangles, polygons, pn, pd, V, X, Y, flat)
+        out[b, 0] = _public_crossings(flat, cross_pairs)
+        out[b, 1] = _public_intersections(V, pn, pd, X, Y, flat, polygons, pierce_pairs)
         out[b, 2] = bad.sum()
 
-# %% ../nbs/szrank/36_fastcount.ipynb 12
-def count_totals(normals, offsets, layout: Layout) -> np.ndarray:
+# %% ../nbs/szrank/36_fastcount.ipynb 13
+def count_totals(normals, offsets, layout: Layout, absolute: bool = False) -> np.ndarray:
     """(B, 3) int64 rows (C, I, degenerate) of one configuration or a batch, equal to `evaluate`'s
-    crossings, intersections and degenerate (public rule, frame-scale units)."""
+    crossings, intersections and degenerate (public rule; at frame scale PUBLIC_FRAME_SCALE unless `absolute`)."""
     n, d = _batch(normals, offsets)
     if numba is None:
-        defects = evaluate(n, d, layout)
+        defects = evaluate(n, d, layout, absolute)
         return np.stack([defects.crossings, defects.intersections, defects.degenerate], axis=1).astype(np.int64)
     out = np.zeros((n.shape[0], 3), np.int64)
-    _count_batch(np.ascontiguousarray(n), np.ascontiguousarray(d), *_kernel_arrays(layout), out)
+    _count_batch(np.ascontiguousarray(n), np.ascontiguousarray(d), 0.0 if absolute else PUBLIC_FRAME_SCALE,
+                 *_kernel_arrays(layout), out)
     return out
 
-# %% ../nbs/szrank/36_fastcount.ipynb 13
+# %% ../nbs/szrank/36_fastcount.ipynb 14
 @lru_cache(maxsize=None)
 def _kernel_arrays(L: Layout) -> tuple:
-    "The layout's index arrays as the kernel takes them (contiguous, pair-major)."
-    e = L.pierce_pairs[:, 0]
-    arrays = (L.triangles, L.corners, _LOCAL_PAIRS, L.edge_ends[e], L.pierce_pairs[:, 1], L.edge_faces[e],
-              L.rim.reshape(4, -1).T, L.skip.reshape(-1, L.corners.shape[1]))
-    return tuple(np.ascontiguousarray(a) for a in arrays)
+    "The layout's index arrays as the kernel takes them: ours (degeneracy), the public order's (the counts)."
+    P = public_layout(_layout_index(L))
+    return tuple(np.ascontiguousarray(a) for a in (L.triangles, P.triangles, P.polygons, P.cross, P.pierce))

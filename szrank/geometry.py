@@ -12,13 +12,16 @@ import numpy as np
 
 from szrank.errors import InvariantError
 
-from szrank.topology import LINK_LENGTH, TOPOLOGIES, TRIANGLE_COUNT, VERTEX_COUNT, link_orders, normalise
+from szrank.topology import DATA_PATH, LINK_LENGTH, TOPOLOGIES, TRIANGLE_COUNT, VERTEX_COUNT, link_orders, normalise
 
 # %% auto 0
 __all__ = ['FACE_COUNT', 'EDGE_COUNT', 'NEAR_PARALLEL', 'FAR_AWAY', 'PAIRS_PER_FACE', 'PUBLIC_PARAMETER_TOLERANCE',
-           'PUBLIC_PARALLEL_DET2', 'PUBLIC_PARALLEL_DIST2', 'PUBLIC_ON_EDGE_DIST2', 'PUBLIC_ON_EDGE_CORNER2', 'Layout',
+           'PUBLIC_PARALLEL_DET2', 'PUBLIC_PARALLEL_DIST2', 'PUBLIC_ON_EDGE_DIST2', 'PUBLIC_ON_EDGE_CORNER2',
+           'PUBLIC_MEET_DIST2', 'PUBLIC_SAME_PLANE2', 'PUBLIC_FRAME_SCALE', 'PUBLIC_TOPOLOGIES_PATH', 'Layout',
            'layout_from_facets', 'layout', 'unit_planes', 'frame', 'dual_vertices', 'plane_bases', 'winding_numbers',
-           'signed_distances', 'Defects', 'evaluate_exact', 'random_planes', 'evaluate', 'Evaluator', 'face_polygons']
+           'signed_distances', 'Defects', 'evaluate_exact', 'random_planes', 'public_planes', 'public_vertices',
+           'public_fit', 'public_edges', 'public_recount', 'PublicLayout', 'public_layout', 'public_flags',
+           'public_feet_flags', 'public_quality', 'public_frame', 'evaluate', 'Evaluator', 'face_polygons']
 
 # %% ../nbs/szrank/31_geometry.ipynb 3
 FACE_COUNT = VERTEX_COUNT    # 12 planes
@@ -341,106 +344,347 @@ def random_planes(rng: np.random.Generator, count: int | None = None) -> tuple[n
     return normals, np.ones(shape[:-1])
 
 # %% ../nbs/szrank/31_geometry.ipynb 38
-PUBLIC_PARAMETER_TOLERANCE = 1e-3    # crossings: segment parameters in (-1e-3, 1 + 1e-3), as the public counter
+PUBLIC_PARAMETER_TOLERANCE = 1e-3    # crossings: segment parameters in (-1e-3, 1 + 1e-3), as util.cpp count_crossings
 PUBLIC_PARALLEL_DET2 = 1e-10         # crossings: squared 2-D determinant below this is "parallel" there
 PUBLIC_PARALLEL_DIST2 = 1e-3         # parallel edges closer than sqrt(1e-3) (squared distance) cross there
-PUBLIC_ON_EDGE_DIST2 = 1e-6          # intersections: within 1e-3 of a polygon edge is on the edge
+PUBLIC_ON_EDGE_DIST2 = 1e-6          # intersections: within 1e-3 of a polygon edge is on the edge (point_in_polygon)
 PUBLIC_ON_EDGE_CORNER2 = 1e-5        # ... unless within sqrt(1e-5) of one of that edge's ends
+PUBLIC_MEET_DIST2 = 1e-6             # on-edge point: the two edges' lines meet when closer than 1e-3 (squared)
+PUBLIC_SAME_PLANE2 = 1e-8            # ... and their plane is a face's when the feet n·d are within 1e-4 (squared)
+PUBLIC_FRAME_SCALE = 1.0             # evaluate counts a shape at this frame scale: the size the public search
+                                     # starts from (its feet are drawn N(0, 1)); its saved shapes grew to ~10
+PUBLIC_TOPOLOGIES_PATH = DATA_PATH.parent / "public_topologies.txt"   # the public list (MIT), its triangle order
 
 # %% ../nbs/szrank/31_geometry.ipynb 39
-def _project(points, u, v):
-    "2-D coordinates (..., 2) of points (..., 3) in the in-plane axes u, v (broadcast)."
-    return np.stack([np.einsum("...i,...i->...", points, u), np.einsum("...i,...i->...", points, v)], axis=-1)
+_F = np.float32
+
+
+def _dot3(a, b):
+    "Eigen's float dot of 3-vectors, in its order: a0 b0 + (a1 b1 + a2 b2)."
+    return a[..., 0] * b[..., 0] + (a[..., 1] * b[..., 1] + a[..., 2] * b[..., 2])
+
+
+def _dot2(a, b):
+    "Eigen's float dot of 2-vectors."
+    return a[..., 0] * b[..., 0] + a[..., 1] * b[..., 1]
+
+
+def _normalized3(a):
+    "Eigen's `normalized()`: a / sqrt(a·a), a unchanged when a·a is 0."
+    z = _dot3(a, a)
+    return np.where((z > 0)[..., None], a / np.sqrt(np.where(z > 0, z, _F(1)))[..., None], a)
 
 # %% ../nbs/szrank/31_geometry.ipynb 40
-def _public_cross(polygons2d) -> np.ndarray:
-    "Crossing flags (B, 528) of the 44 non-adjacent polygon-edge pairs of each face (B, 12, 11, 2), public rule."
-    k, l = _LOCAL_PAIRS[:, 0], _LOCAL_PAIRS[:, 1]
-    a1, a2 = polygons2d[:, :, k], polygons2d[:, :, (k + 1) % LINK_LENGTH]
-    b1, b2 = polygons2d[:, :, l], polygons2d[:, :, (l + 1) % LINK_LENGTH]
-    da, db, ba = a2 - a1, b1 - b2, b1 - a1
-    det = da[..., 0] * db[..., 1] - da[..., 1] * db[..., 0]
+def public_planes(normals, offsets) -> tuple[np.ndarray, np.ndarray]:
+    """The planes as the public search holds them: float32 feet `x = n d` (its parameter vector) read back
+    by `Plane(x)`: d = |x| ≥ 0, n = x / d.  float32 (..., 12, 3) and (..., 12)."""
+    x = np.asarray(normals, _F) * np.asarray(offsets, _F)[..., None]
+    d = np.sqrt(_dot3(x, x))
     with np.errstate(invalid="ignore", divide="ignore"):
-        parallel = det * det < PUBLIC_PARALLEL_DET2
-        safe = np.where(parallel, 1.0, det)
-        t = (db[..., 1] * ba[..., 0] - db[..., 0] * ba[..., 1]) / safe
-        s = (da[..., 0] * ba[..., 1] - da[..., 1] * ba[..., 0]) / safe
-        eps = PUBLIC_PARAMETER_TOLERANCE
-        proper = (t > -eps) & (t < 1 + eps) & (s > -eps) & (s < 1 + eps)
-        along = np.einsum("...i,...i->...", ba, da) / np.einsum("...i,...i->...", da, da)
-        off = ba - da * along[..., None]
-        close = np.einsum("...i,...i->...", off, off) < PUBLIC_PARALLEL_DIST2
-    return np.where(parallel, close, proper).reshape(polygons2d.shape[0], -1)
+        return x / d[..., None], d
+
+
+def public_vertices(n, d, triangles) -> np.ndarray:
+    """Dual vertices (..., T, 3) as the public `planes_to_v3ds`: Eigen's float 3x3 cofactor inverse of the
+    rows n_a, n_b, n_c (in the triangle's own order) times (d_a, d_b, d_c)."""
+    m, r = n[..., triangles, :], d[..., triangles]           # (..., T, 3 rows, 3), (..., T, 3)
+
+    def cof(i, j):
+        i1, i2, j1, j2 = (i + 1) % 3, (i + 2) % 3, (j + 1) % 3, (j + 2) % 3
+        return m[..., i1, j1] * m[..., i2, j2] - m[..., i1, j2] * m[..., i2, j1]
+
+    c = [[cof(i, j) for j in range(3)] for i in range(3)]
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        det = c[0][0] * m[..., 0, 0] + (c[1][0] * m[..., 1, 0] + c[2][0] * m[..., 2, 0])
+        invdet = _F(1) / det
+        rows = []
+        for i in range(3):
+            inv = [c[j][i] * invdet for j in range(3)]        # inverse(i, j) = cofactor(j, i) / det
+            rows.append(inv[0] * r[..., 0] + (inv[1] * r[..., 1] + inv[2] * r[..., 2]))
+    return np.stack(rows, axis=-1)
 
 # %% ../nbs/szrank/31_geometry.ipynb 43
-def _public_pierce(L: Layout, vertices, n, d, polygons2d, u, v):
-    """Intersection flags (B, 528) and plane crossings (B, 528) of the (edge, face) pairs, public rule.
-
-    Only the pairs whose edge meets the plane inside the polygon's bounding box (a few in ten) get the
-    point-in-polygon test."""
-    e, f = L.pierce_pairs[:, 0], L.pierce_pairs[:, 1]
-    P, Q = vertices[:, L.edge_ends[e, 0]], vertices[:, L.edge_ends[e, 1]]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        S = np.matmul(vertices, np.swapaxes(n, 1, 2)) - d[:, None, :]          # (B, 44, 12) distances
-        ad, bd = S[:, L.edge_ends[e, 0], f], S[:, L.edge_ends[e, 1], f]
-        plane_cross = ad * bd < 0
-        corners3d = vertices[:, L.corners]
-        low, high = corners3d.min(axis=2)[:, f], corners3d.max(axis=2)[:, f]
-        boxes = ~((np.maximum(P, Q) < low).any(-1) | (np.minimum(P, Q) > high).any(-1))
-        oi, oj = L.edge_faces[e, 0], L.edge_faces[e, 1]
-        a1, b1, a2, b2 = L.rim.reshape(4, -1)
-        rim = (S[:, a1, oj] * S[:, b1, oj] < 0) | (S[:, a2, oi] * S[:, b2, oi] < 0)
-        row, pair = np.nonzero(plane_cross & boxes & ~rim)
-        a, b = ad[row, pair, None], bd[row, pair, None]
-        X = (a * Q[row, pair] - b * P[row, pair]) / (a - b)
-        face = f[pair]
-        skip = L.skip.reshape(-1, LINK_LENGTH)[pair]
-        inside = _public_inside(_project(X, u[row, face], v[row, face]), polygons2d[row, face], skip)[0]
-    pierce = np.zeros(plane_cross.shape, dtype=bool)
-    pierce[row, pair] = inside
-    return pierce, plane_cross
+def _public_pairs(polygons, edges) -> tuple[np.ndarray, np.ndarray]:
+    """The public counter's pairs, in its order: crossings (F * 44, 3) rows (face, start of edge a, start of
+    edge b) over its loop (a = (i-1, i), b = (j-1, j), j < i - 1, the pair (n-2, n-1)-(n-1, 0) left out);
+    intersections (F * 44, 3) rows (face, end 1, end 2) of each edge with no end on the face, edges in order."""
+    polygons, edges = np.asarray(polygons), np.asarray(edges)
+    K = polygons.shape[1]
+    local = [(i - 1, (j - 1) % K) for i in range(1, K) for j in range(i - 1) if i - j != K - 1]
+    cross = np.array([(f, a, b) for f in range(len(polygons)) for a, b in local], np.int64).reshape(-1, 3)
+    pierce = np.array([(f, e1, e2) for f, poly in enumerate(polygons.tolist()) for e1, e2 in edges.tolist()
+                       if e1 not in poly and e2 not in poly], np.int64).reshape(-1, 3)
+    return cross, pierce
 
 # %% ../nbs/szrank/31_geometry.ipynb 44
-def _public_inside(points, polygons, skip=None):
-    """The public point-in-polygon test of points (..., 2) in polygons (..., 11, 2): (inside, on-edge index).
+def _public_flags(V, n, d, polygons, cross_pairs, pierce_pairs):
+    """Crossing (B, Qc), intersection (B, Qp) and plane-crossing (B, Qp) flags of the public rule, in float32
+    as util.cpp computes them: vertices V (B, T, 3), planes n (B, F, 3), d (B, F) per face, polygons (F, K)."""
+    F, K = polygons.shape
+    P = V[:, polygons]                                         # make_2d_projection: x along corner 0 -> 1,
+    x = _normalized3(P[:, :, 1] - P[:, :, 0])                  # y = n × x, origin p = n d
+    y = _cross(n, x)
+    p = n * d[..., None]
+    W = P - p[:, :, None]
+    flat = np.stack([_dot3(x[:, :, None], W), _dot3(y[:, :, None], W)], axis=-1)     # (B, F, K, 2)
+    f, ia, jb = cross_pairs.T
+    a1, a2, b1, b2 = flat[:, f, ia], flat[:, f, (ia + 1) % K], flat[:, f, jb], flat[:, f, (jb + 1) % K]
+    da, db, ba = a2 - a1, b1 - b2, b1 - a1
+    eps, one = _F(PUBLIC_PARAMETER_TOLERANCE), _F(1)
+    with np.errstate(all="ignore"):
+        det = da[..., 0] * db[..., 1] - da[..., 1] * db[..., 0]
+        parallel = det * det < _F(PUBLIC_PARALLEL_DET2)
+        off = ba - da * (_dot2(ba, da) / _dot2(da, da))[..., None]
+        close = _dot2(off, off) < _F(PUBLIC_PARALLEL_DIST2)
+        t = (db[..., 1] * ba[..., 0] - db[..., 0] * ba[..., 1]) / det
+        s = (da[..., 0] * ba[..., 1] - da[..., 1] * ba[..., 0]) / det
+        cross = np.where(parallel, close, (t > -eps) & (t < one + eps) & (s > -eps) & (s < one + eps))
+        g, e1, e2 = pierce_pairs.T
+        p1, p2, ng, dg = V[:, e1], V[:, e2], n[:, g], d[:, g]
+        ad, bd = _dot3(p1, ng) - dg, _dot3(p2, ng) - dg               # Plane::intersect
+        plane_cross = ~(ad * bd >= 0)
+        X = (ad[..., None] * p2 - bd[..., None] * p1) / (ad - bd)[..., None]
+        w = X - p[:, g]
+        q = np.stack([_dot3(x[:, g], w), _dot3(y[:, g], w)], axis=-1)[:, :, None, :]   # (B, Qp, 1, 2)
+        c1 = flat[:, g]                                          # point_in_polygon: edge i from corner i
+        c2 = np.roll(c1, 1, axis=-2)                             # to corner i - 1
+        r, side = q - c1, c2 - c1
+        along = np.minimum(np.maximum(_dot2(r, side) / _dot2(side, side), _F(0)), one)
+        gap = r - side * along[..., None]
+        r2 = c2 - q
+        on = ((_dot2(gap, gap) < _F(PUBLIC_ON_EDGE_DIST2)) & (_dot2(r, r) > _F(PUBLIC_ON_EDGE_CORNER2))
+              & (_dot2(r2, r2) > _F(PUBLIC_ON_EDGE_CORNER2)))
+        turn = side[..., 0] * r[..., 1] - side[..., 1] * r[..., 0]
+        below = c1[..., 1] <= q[..., 1]
+        up = below & (c2[..., 1] > q[..., 1]) & (turn > 0)
+        down = ~below & (c2[..., 1] <= q[..., 1]) & (turn < 0)
+        on_edge = on.any(-1)
+        pierce = plane_cross & (on_edge | (np.abs(up.sum(-1) - down.sum(-1)) == 1))
+        row, pair = np.nonzero(pierce & on_edge)
+        if K > 3 and len(row):
+            pierce[row, pair] = ~_public_already_crossed(V[row], n[row], d[row], polygons, g[pair], e1[pair],
+                                                         e2[pair], np.argmax(on[row, pair], axis=-1))
+    return cross, pierce, plane_cross
 
-    On-edge index i (or -1) is the first polygon edge (corner i-1, corner i) the point lies on.  `skip`
-    (..., 11) marks polygon edges k (corner k -> k+1) the point lies on the line of: they take no part."""
-    x, y = points[..., 0, None], points[..., 1, None]
-    x1, y1 = polygons[..., 0], polygons[..., 1]                            # edge i runs corner i-1 -> corner i
-    x2, y2 = np.roll(x1, 1, axis=-1), np.roll(y1, 1, axis=-1)
-    keep = True if skip is None else ~np.roll(skip, 1, axis=-1)             # edge i is layout edge i - 1
-    rx, ry, sx, sy = x - x1, y - y1, x2 - x1, y2 - y1
-    t = np.clip((rx * sx + ry * sy) / (sx * sx + sy * sy), 0.0, 1.0)
-    gx, gy, qx, qy = rx - sx * t, ry - sy * t, x - x2, y - y2
-    on = keep & ((gx * gx + gy * gy < PUBLIC_ON_EDGE_DIST2) & (rx * rx + ry * ry > PUBLIC_ON_EDGE_CORNER2)
-          & (qx * qx + qy * qy > PUBLIC_ON_EDGE_CORNER2))
-    on_edge = np.where(on.any(-1), np.argmax(on, axis=-1), -1)
-    turn = sx * ry - sy * rx
-    up = keep & (y1 <= y) & (y2 > y) & (turn > 0)
-    down = keep & (y1 > y) & (y2 <= y) & (turn < 0)
-    winding = up.sum(-1) - down.sum(-1)
-    return (on_edge >= 0) | (np.abs(winding) == 1), on_edge
+# %% ../nbs/szrank/31_geometry.ipynb 45
+def _public_already_crossed(V, n, d, polygons, g, e1, e2, side):
+    """True where an on-edge intersection is a crossing already (util.cpp count_intersections): the edge
+    e1 e2 and polygon edge `side` of face g (corner side-1 -> side) meet within 1e-3 and the plane through
+    e1, e2 and that corner is one of the 12 (feet n·d within 1e-4)."""
+    K = polygons.shape[1]
+    a1, a2 = V[np.arange(len(g)), e1], V[np.arange(len(g)), e2]
+    b1, b2 = V[np.arange(len(g)), polygons[g, side]], V[np.arange(len(g)), polygons[g, (side + K - 1) % K]]
+    p13, p43, p21 = a1 - b1, b2 - b1, a2 - a1                  # line_line_intersection
+    d1343, d4321, d1321 = _dot3(p13, p43), _dot3(p43, p21), _dot3(p13, p21)
+    d4343, d2121 = _dot3(p43, p43), _dot3(p21, p21)
+    mua = (d1343 * d4321 - d1321 * d4343) / (d2121 * d4343 - d4321 * d4321)
+    mub = (d1343 + d4321 * mua) / d4343
+    gap = (a1 + mua[:, None] * p21) - (b1 + mub[:, None] * p43)
+    meet = _dot3(gap, gap) < _F(PUBLIC_MEET_DIST2)
+    normal = _normalized3(_cross(a2 - a1, b1 - a1))            # Plane(a, b, c)
+    foot = normal * _dot3(a1, normal)[:, None]
+    diff = foot[:, None] - n * d[..., None]
+    return meet & (_dot3(diff, diff) < _F(PUBLIC_SAME_PLANE2)).any(-1)
 
-# %% ../nbs/szrank/31_geometry.ipynb 47
+# %% ../nbs/szrank/31_geometry.ipynb 49
+def public_fit(vertices, faces) -> tuple[np.ndarray, np.ndarray]:
+    """The public `get_plane` of each face: in double, the centroid and the scatter matrix's least singular
+    vector, then cast to float: unit normals (F, 3) and offsets (F,) float32."""
+    normals, offsets = np.zeros((len(faces), 3), _F), np.zeros(len(faces), _F)
+    for i, face in enumerate(faces):
+        points = np.asarray(vertices, _F)[list(face)].astype(np.float64)
+        mean = np.zeros(3)
+        for point in points:
+            mean += point
+        mean /= len(face)
+        scatter = np.zeros((3, 3))
+        for point in points - mean:
+            scatter += np.outer(point, point)
+        normal = np.linalg.svd(scatter)[0][:, 2]
+        normals[i], offsets[i] = normal.astype(_F), _F(normal @ mean)
+    return normals, offsets
+
+
+def public_edges(faces) -> np.ndarray:
+    "The public `make_edges`: each polygon edge once as (smaller, larger) vertex index, in first-seen order."
+    edges = []
+    for face in faces:
+        for k in range(len(face)):
+            edge = (min(face[k], face[(k + 1) % len(face)]), max(face[k], face[(k + 1) % len(face)]))
+            if edge not in edges:
+                edges.append(edge)
+    return np.array(edges)
+
+
+def public_recount(vertices, faces) -> tuple[int, int]:
+    """(C, I) of a saved configuration as the public solver recounts its files (`validate_files`): on the
+    stored vertices (as float32), the file's face polygons, planes fitted per face by `public_fit`."""
+    V = np.asarray(vertices, _F)[None]
+    polygons = np.asarray(faces)
+    n, d = public_fit(V[0], faces)
+    with np.errstate(all="ignore"):
+        cross, pierce, _ = _public_flags(V, n[None], d[None], polygons, *_public_pairs(polygons, public_edges(faces)))
+    return int(cross.sum()), int(pierce.sum())
+
+# %% ../nbs/szrank/31_geometry.ipynb 52
+@dataclasses.dataclass(frozen=True, eq=False)
+class PublicLayout:
+    """A topology in the public solver's own order (its list's triangle order, each triangle's planes in the
+    list's order, polygons by its `dual_graph` + `fix_face_ordering`), in our face numbers.
+
+    triangles (44, 3)  the planes (our faces) of its triangle j, in its order; vertex j of its OBJ files
+    ours (44,)         our triangle (`Layout.triangles` row) of its triangle j
+    polygons (12, 11)  its polygon of our face f: its triangle indices, its corner order
+    edges (66, 2)      its edges (its triangle indices, smaller first), in its order
+    cross (528, 3), pierce (528, 3)   its pairs in its counting order (see `_public_pairs`)
+    cross_slot, pierce_slot (528,)    our pair index (`Layout.cross_pairs`, `Layout.pierce_pairs`) of each"""
+    triangles: np.ndarray
+    ours: np.ndarray
+    polygons: np.ndarray
+    edges: np.ndarray
+    cross: np.ndarray
+    pierce: np.ndarray
+    cross_slot: np.ndarray
+    pierce_slot: np.ndarray
+
+# %% ../nbs/szrank/31_geometry.ipynb 53
+def _public_polygons(triangles) -> tuple[list, list]:
+    "util.cpp `dual_graph` then `fix_face_ordering` of a triangle list (labels 0..11): polygons and dual edges."
+    corners, sides = {}, {}
+    for t, triangle in enumerate(triangles):
+        for k in range(3):
+            a, b = triangle[k], triangle[(k + 1) % 3]
+            corners.setdefault(a, []).append(t)
+            sides.setdefault((min(a, b), max(a, b)), []).append(t)
+    edges = [tuple(sides[key][:2]) for key in sorted(sides)]
+    polygons = []
+    for vertex in sorted(corners):
+        members, ordered = set(corners[vertex]), [corners[vertex][0]]
+        while len(ordered) < len(members):
+            for e1, e2 in edges:
+                if e1 == ordered[-1] and e2 in members and e2 not in ordered:
+                    ordered.append(e2)
+                    break
+                if e2 == ordered[-1] and e1 in members and e1 not in ordered:
+                    ordered.append(e1)
+                    break
+        polygons.append(ordered)
+    return polygons, edges
+
+# %% ../nbs/szrank/31_geometry.ipynb 54
+@lru_cache(maxsize=None)
+def public_layout(index: int) -> PublicLayout:
+    "The cached `PublicLayout` of topology `index` (0..58), from the shipped copy of the public list."
+    from szrank.topology import PAPER_RELABELLINGS, read_public_topologies
+    L = layout(index)
+    public = np.array(read_public_topologies(PUBLIC_TOPOLOGIES_PATH)[index]) - 1      # its labels 0..11
+    relabel = np.array(PAPER_RELABELLINGS[index]) - 1                                 # its label -> our face
+    triangles = relabel[public]
+    row = {frozenset(t): j for j, t in enumerate(L.triangles.tolist())}
+    ours = np.array([row[frozenset(t)] for t in triangles.tolist()])
+    by_label, edges = _public_polygons(public.tolist())
+    polygons = np.zeros((FACE_COUNT, LINK_LENGTH), np.int64)
+    polygons[relabel] = by_label
+    cross, pierce = _public_pairs(polygons, edges)
+    side = {(f, frozenset((int(L.corners[f, k]), int(L.corners[f, (k + 1) % LINK_LENGTH])))): k
+            for f in range(FACE_COUNT) for k in range(LINK_LENGTH)}
+    local = {(int(k), int(l)): r for r, (k, l) in enumerate(_LOCAL_PAIRS)}
+
+    def our_side(f, a):
+        return side[(f, frozenset((int(ours[polygons[f, a]]), int(ours[polygons[f, (a + 1) % LINK_LENGTH]]))))]
+
+    cross_slot = np.array([PAIRS_PER_FACE * f + local[tuple(sorted((our_side(f, a), our_side(f, b))))]
+                           for f, a, b in cross])
+    edge = {frozenset(map(int, e)): i for i, e in enumerate(L.edge_ends)}
+    slot = {(int(e), int(f)): q for q, (e, f) in enumerate(L.pierce_pairs)}
+    pierce_slot = np.array([slot[(edge[frozenset((int(ours[a]), int(ours[b])))], int(f))] for f, a, b in pierce])
+    if sorted(cross_slot) != list(range(len(L.cross_pairs))) or sorted(pierce_slot) != list(range(len(L.pierce_pairs))):
+        raise InvariantError(f"topology {index}: the public list's pairs do not match the layout's")
+    return PublicLayout(triangles, ours, polygons, np.array(edges), cross, pierce, cross_slot, pierce_slot)
+
+# %% ../nbs/szrank/31_geometry.ipynb 55
+def public_flags(normals, offsets, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Crossing, intersection and plane-crossing flags (B, 528) in our pair order (`Layout.cross_pairs`,
+    `Layout.pierce_pairs`) of planes (B, 12, 3)/(B, 12) (unit normals, as the public `Plane(n, d)`) counted
+    exactly as the public search scores them: its feet `x = n d` in float32, then `public_feet_flags`."""
+    return public_feet_flags(np.asarray(normals, _F) * np.asarray(offsets, _F)[..., None], index)
+
+
+def public_feet_flags(feet, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`public_flags` of the public search's own parameters, the float32 feet (B, 12, 3) (`Plane(x)`,
+    `public_vertices` in its triangle order, `_public_flags` in its polygon order)."""
+    P = public_layout(index)
+    feet = np.asarray(feet, _F)
+    d = np.sqrt(_dot3(feet, feet))
+    with np.errstate(all="ignore"):                              # degenerate planes give inf and nan, as there
+        n = feet / d[..., None]
+        V = public_vertices(n, d, P.triangles)
+        cross, pierce, plane_cross = _public_flags(V, n, d, P.polygons, P.cross, P.pierce)
+    out = [np.zeros_like(cross), np.zeros_like(pierce), np.zeros_like(plane_cross)]
+    out[0][:, P.cross_slot], out[1][:, P.pierce_slot], out[2][:, P.pierce_slot] = cross, pierce, plane_cross
+    return tuple(out)
+
+# %% ../nbs/szrank/31_geometry.ipynb 57
+def public_quality(normals, offsets, index: int) -> np.ndarray:
+    """The public solver's four quality factors (B, 4) of planes (12, 3)/(12,) or (B, 12, 3)/(B, 12): angle, distance, length and plane penalties (its
+    util.cpp, float32, on the vertices its search computes from the planes, see `public_flags`).  Each is
+    in [0, 1]; its validation calls a shape with any factor >= 0.9999 degenerate (a corner of nearly 0 or
+    180 degrees, a vertex nearly on an edge, an edge of nearly zero length, or two planes of a vertex
+    nearly parallel)."""
+    P = public_layout(index)
+    x = (np.asarray(normals, _F) * np.asarray(offsets, _F)[..., None]).reshape(-1, FACE_COUNT, 3)
+    d = np.sqrt(_dot3(x, x))
+    with np.errstate(all="ignore"):
+        n = x / d[..., None]
+        V = public_vertices(n, d, P.triangles)
+        corners = V[:, P.polygons]                                           # angle_penalty
+        d1, d2 = corners - np.roll(corners, -1, axis=2), np.roll(corners, -2, axis=2) - np.roll(corners, -1, axis=2)
+        mags = np.sqrt(_dot3(d1, d1)) * np.sqrt(_dot3(d2, d2))
+        angle = np.nanmax(np.abs(_dot3(d1, d2) / mags), axis=(1, 2))   # std::max passes over nan
+        a, b = V[:, P.edges[:, 0]], V[:, P.edges[:, 1]]                      # dist_penalty: vertex to edge
+        p, s = V[:, :, None] - a[:, None], (b - a)[:, None]
+        t = np.minimum(np.maximum(_dot3(p, s) / _dot3(s, s), _F(0)), _F(1))
+        gap = p - s * t[..., None]
+        far = _dot3(gap, gap)
+        own = (P.edges[None, :, 0] == np.arange(len(P.ours))[:, None]) | (P.edges[None, :, 1] == np.arange(len(P.ours))[:, None])
+        distance = _F(1) - np.sqrt(np.nanmin(np.where(own, np.inf, far), axis=(1, 2)) / np.nanmax(np.where(own, 0, far), axis=(1, 2)))
+        lengths = _dot3(b - a, b - a)                                        # length_penalty
+        length = _F(1) - np.sqrt(lengths.min(axis=1) / lengths.max(axis=1))
+        ring = n[:, P.triangles]                                             # plane_penalty: planes of a vertex
+        plane = np.nanmax(np.abs(_dot3(ring, np.roll(ring, -1, axis=2))), axis=(1, 2))
+    return np.stack([angle, distance, length, plane], axis=-1).astype(_F)
+
+# %% ../nbs/szrank/31_geometry.ipynb 63
+@lru_cache(maxsize=None)
+def _layout_index(L: Layout) -> int:
+    "The topology index of a layout built by `layout` (the public order is known only for the table's 59)."
+    for index, facets in enumerate(TOPOLOGIES):
+        if facets == L.facets:
+            return index
+    raise InvariantError("the public rule counts only the topologies of the table (szrank.geometry.layout)")
+
+
+def public_frame(n, d) -> np.ndarray:
+    "Offsets (B, 12) of unit planes (B, 12, 3)/(B, 12) moved to their frame centre and frame scale PUBLIC_FRAME_SCALE."
+    centre, scale = _frame(n, d)
+    return (d - np.einsum("bfi,bi->bf", n, centre)) * (PUBLIC_FRAME_SCALE / scale)[:, None]
+
+# %% ../nbs/szrank/31_geometry.ipynb 64
 def evaluate(normals, offsets, layout: Layout, absolute: bool = False) -> Defects:
-    """Defects by the public solver's counting rules (see above): one configuration (12, 3)/(12,) or a
-    batch (B, 12, 3)/(B, 12); always batched output.  `evaluate_exact` is the strict rule.
+    """Defects by the public solver's counting rule (see above, `public_flags`): one configuration
+    (12, 3)/(12,) or a batch (B, 12, 3)/(B, 12); always batched output.  `evaluate_exact` is the strict rule.
 
-    The public distance tolerances are in units of the configuration's frame scale (similarity-invariant
-    counts), or with `absolute` in its own coordinates, exactly as the public counter applies them."""
+    The configuration is counted at its frame centre with frame scale PUBLIC_FRAME_SCALE (a function of
+    the shape), or with `absolute` in its own coordinates, exactly as the public solver counts its planes.
+    `degenerate` is the strict rule's (float64 tests of the planes)."""
     n, d = _batch(normals, offsets)
     if not absolute:
-        centre, scale = _frame(n, d)
-        d = (d - np.einsum("bfi,bi->bf", n, centre)) / scale[:, None]
-    vertices, near_parallel, at_infinity = _dual(n, d, layout.triangles)
-    u, v = plane_bases(n)
-    polygons2d = _project(vertices[:, layout.corners], u[:, :, None], v[:, :, None])
-    cross = _public_cross(polygons2d)
-    pierce, plane_cross = _public_pierce(layout, vertices, n, d, polygons2d, u, v)
+        d = public_frame(n, d)
+    _, near_parallel, at_infinity = _dual(n, d, layout.triangles)
+    cross, pierce, plane_cross = public_flags(n, d, _layout_index(layout))
     return _defects(layout, cross, pierce, plane_cross, near_parallel, at_infinity)
 
-# %% ../nbs/szrank/31_geometry.ipynb 51
+# %% ../nbs/szrank/31_geometry.ipynb 68
 class Evaluator:
     "One configuration with cached vertices and distances: evaluate single-plane moves incrementally (strict rule, `evaluate_exact`)."
 
@@ -497,7 +741,7 @@ class Evaluator:
         self.normals, self.offsets, self.raw, self.near_parallel, self._state = self._pending
         self._pending = None
 
-# %% ../nbs/szrank/31_geometry.ipynb 55
+# %% ../nbs/szrank/31_geometry.ipynb 72
 def face_polygons(normals, offsets, layout: Layout) -> np.ndarray:
     "Corner coordinates (B, 12, 11, 3) of the face polygons in link order (NaN where degenerate)."
     n, d = _batch(normals, offsets)
