@@ -277,7 +277,7 @@ def citation_page() -> str:
                             for a in cff.get("authors", []))
         line = (f"> {authors}. *{cff.get('title', '')}*" + (f", version {cff['version']}" if cff.get("version") else "")
                 + (f" ({cff['date-released']})" if cff.get("date-released") else "")
-                + (f". {cff['url'] or cff.get('repository-code', '')}" if cff.get("url") else "") + "\n")
+                + (f". {link}" if (link := cff.get("url") or cff.get("repository-code")) else "") + "\n")
     except Exception:                                  # no PyYAML, or a file it cannot read: the file alone
         pass
     return (f"# How to cite\n\nIf you use suvi-szrank in your work, please cite it as its `CITATION.cff` says"
