@@ -16,13 +16,12 @@ from importlib import metadata
 from typing import Callable, Sequence
 
 from suvi_fill import package_version
-from suvi_fill.errors import SuviFillError
+from suvi_fill.errors import INTERRUPTED, TERMINATED, SuviFillError, Terminated
 from suvi_fill.progress import silenced
 
 # %% auto 0
-__all__ = ['EXIT_CODES', 'HANDLED', 'INTERRUPTED', 'TERMINATED', 'REPORTED', 'DESCRIPTION', 'COMMANDS', 'Command',
-           'HelpFormatter', 'common_options', 'command_parser', 'Terminated', 'sigterm_raises', 'one_line', 'run_cli',
-           'environment_lines', 'version_command', 'main']
+__all__ = ['EXIT_CODES', 'HANDLED', 'REPORTED', 'DESCRIPTION', 'COMMANDS', 'Command', 'HelpFormatter', 'common_options',
+           'command_parser', 'sigterm_raises', 'one_line', 'run_cli', 'environment_lines', 'version_command', 'main']
 
 # %% ../nbs/suvi_fill/01_cli.ipynb 3
 @dataclasses.dataclass(frozen=True)
@@ -86,10 +85,6 @@ def command_parser(prog: str, description: str, commands: Sequence[Command], arg
     return parser, runner
 
 # %% ../nbs/suvi_fill/01_cli.ipynb 9
-class Terminated(BaseException):
-    "SIGTERM, raised in the main thread so that cleanup runs (a BaseException, like KeyboardInterrupt)."
-
-
 def _terminate(signum, frame):
     raise Terminated()
 
@@ -109,7 +104,6 @@ class sigterm_raises:
 
 # %% ../nbs/suvi_fill/01_cli.ipynb 12
 HANDLED = (SuviFillError, OSError, ValueError, EOFError, RuntimeError)  # narrowed to the first two as the library moves to its own types
-INTERRUPTED, TERMINATED = 130, 143   # 128 + SIGINT, 128 + SIGTERM: what a shell reports
 
 
 def one_line(exc: BaseException) -> str:
@@ -142,12 +136,12 @@ def run_cli(prog: str, description: str, commands: Sequence[Command], argv: Sequ
                 if args.traceback: raise
                 _say(prog, command, f"error: {one_line(exc)}")
                 return getattr(exc, "status", 2)
+    except Terminated:                       # a KeyboardInterrupt too: caught first
+        _say(prog, command, "terminated")
+        return TERMINATED
     except KeyboardInterrupt:
         _say(prog, command, "interrupted")
         return INTERRUPTED
-    except Terminated:
-        _say(prog, command, "terminated")
-        return TERMINATED
 
 # %% ../nbs/suvi_fill/01_cli.ipynb 14
 #: What a bug report needs beside suvi_fill's own version: (label, distribution names); OpenCV under

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from szrank.common import DEVICE_CHOICES
+from szrank.device import DEVICE_CHOICES
 from szrank.errors import ConfigError
 from szrank.snapshot import EXPORTER_TIMEOUT_SECONDS
 
