@@ -134,7 +134,9 @@ def figures() -> dict[str, object]:
     lengths, cells = function_lengths(trees), exported_cells()
     return dict(cycles=cycles(import_graph(trees)), cross=cross_imports(trees), longest=lengths[:5],
                 system_exit=system_exits(trees), cells=len(cells),
-                median_cell=statistics.median(n for n, _ in cells), longest_cells=sorted(cells, reverse=True)[:5])
+                median_cell=statistics.median(n for n, _ in cells), longest_cells=sorted(cells, reverse=True)[:5],
+                twins_that_differ=[t for t in TWINS if twin_difference(*(
+                    (ROOT / p / f"{t}.py").read_text(encoding="utf-8") for p in PACKAGES))])
 
 
 def test_the_packages_do_not_import_each_other():
