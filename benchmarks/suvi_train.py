@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from suvi_fill import losses, model, train as trainer, train_data
-from suvi_fill.train_config import TrainConfig
+from suvi_fill.train_config import TrainConfig, validate_config
 from suvi_fill.device import autocast_enabled
 
 WARMUP = 2
@@ -42,8 +42,8 @@ def build_corpus(where, hours, resolution):
 
 
 def measure(shards, device, workers, steps, batch, base, depth):
-    args = TrainConfig(shards=str(shards), manifest=str(shards / "manifest.json"), out="unused",
-                       workers=workers, batch=batch, base=base, depth=depth).check()
+    args = validate_config(TrainConfig(shards=str(shards), manifest=str(shards / "manifest.json"), out="unused",
+                                       workers=workers, batch=batch, base=base, depth=depth))
     corpus = train_data.read_corpus(args)
     trace = train_data.load_availability(str(shards))
     data = train_data.ShardSet(str(shards), corpus.splits["train"], corpus.satellites, availability=trace,

@@ -27,7 +27,7 @@ from suvi_fill import availability, bench, demo, fillers, train
 from suvi_fill.corpus import Corpus
 from suvi_fill.losses import balanced_criterion, criterion
 from suvi_fill.metrics import band_psnr
-from suvi_fill.train_config import TrainConfig
+from suvi_fill.train_config import TrainConfig, validate_config
 
 GAPS = demo.DEMO_GAPS
 CLASSICAL = ("linear", "optical_flow", "blend")
@@ -95,7 +95,7 @@ def main() -> None:
         print(row(name, score(fillers.make_filler(name), fixed)), flush=True)
     out = tempfile.mkdtemp(prefix="suvi_train_gaps_")
     settings = demo.DEMO_TRAIN | {"max_steps": args.steps, "eval_every": 10**9, "val_samples": 1} | parse_sets(args.set)
-    config = TrainConfig(shards=args.shards, manifest=f"{args.shards}/manifest.json", out=out, **settings).check()
+    config = validate_config(TrainConfig(shards=args.shards, manifest=f"{args.shards}/manifest.json", out=out, **settings))
     try:
         run = train.prepare(config, torch.device("cpu"), 0, 1)
         loss_of = balanced_criterion if config.balance else criterion

@@ -48,7 +48,7 @@ class Checkpoint:
 
 # %% ../nbs/suvi_fill/45_checkpoint.ipynb 7
 def save(path, checkpoint: Checkpoint) -> None:
-    "Write `checkpoint` to `path` atomically, in the current schema; `WriteFailed` naming `path` (the old file intact) when the write fails."
+    "Write `checkpoint` to `path` atomically, in the current schema; `WriteError` naming `path` (the old file intact) when the write fails."
     state = dataclasses.asdict(checkpoint) | {"version": VERSION}
     del state["ladder"], state["cond_layout"]          # they live in args, where every reader looks
     state["args"] = dict(checkpoint.args) | {"cond_layout": list(checkpoint.cond_layout or ()),

@@ -6,37 +6,21 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import importlib
-import platform
 import signal
 import sys
 import threading
-from importlib import metadata
 from typing import Callable, Sequence
 
 from suvi_fill import package_version
-from suvi_fill.errors import SuviFillError
+from suvi_fill.commands import Command, command_parser, environment_lines
+from suvi_fill.errors import INTERRUPTED, TERMINATED, SuviFillError, Terminated
 from suvi_fill.progress import silenced
 
 # %% auto 0
-__all__ = ['EXIT_CODES', 'HANDLED', 'INTERRUPTED', 'TERMINATED', 'REPORTED', 'DESCRIPTION', 'COMMANDS', 'Command',
-           'HelpFormatter', 'common_options', 'command_parser', 'Terminated', 'sigterm_raises', 'one_line', 'run_cli',
-           'environment_lines', 'version_command', 'main']
+__all__ = ['EXIT_CODES', 'HANDLED', 'REPORTED', 'DESCRIPTION', 'COMMANDS', 'sigterm_raises', 'one_line', 'run_cli',
+           'version_command', 'main']
 
-# %% ../nbs/suvi_fill/01_cli.ipynb 3
-@dataclasses.dataclass(frozen=True)
-class Command:
-    "A subcommand: its name, one line of help, and `module:function` that defines it."
-    name: str
-    help: str
-    target: str
-
-    def load(self) -> Callable:
-        module_name, _, attribute = self.target.partition(":")
-        return getattr(importlib.import_module(module_name), attribute)
-
-# %% ../nbs/suvi_fill/01_cli.ipynb 6
+# %% ../nbs/suvi_fill/01_cli.ipynb 5
 EXIT_CODES = """exit codes:
   0    done
   1    training stopped by its abort guard; realism --strict: a figure missed its goal;
@@ -45,51 +29,7 @@ EXIT_CODES = """exit codes:
   130  interrupted (Ctrl-C)
   143  terminated (SIGTERM)"""
 
-
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    "Help that shows each option's default (unless its help already names one) and keeps the epilog's table as written."
-    def _get_help_string(self, action) -> str:
-        text = action.help or ""
-        if (not action.option_strings or action.nargs == 0 or "default" in text
-                or any(action.default is v for v in (None, False, argparse.SUPPRESS))):
-            return text
-        return f"{text} (default: %(default)s)"
-
-
-def common_options(parser: argparse.ArgumentParser) -> None:
-    "What every subcommand takes after its name: `--quiet` (unless it has its own) and `--traceback`."
-    if "--quiet" not in parser._option_string_actions:
-        parser.add_argument("--quiet", action="store_true", help="no progress bars or progress lines")
-    parser.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS,
-                        help="show the full traceback of a failure")
-
-
-def command_parser(prog: str, description: str, commands: Sequence[Command], argv: list[str] | None = None):
-    """The parser and the runner of the subcommand `argv` chooses (its first word after global flags):
-    only that one's module is imported.  `argv` None loads every subcommand (runner None): the whole
-    command line, for walking it."""
-    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=EXIT_CODES,
-                                     formatter_class=HelpFormatter)
-    parser.add_argument("--version", action="version", version=f"{prog} {package_version()}")
-    parser.add_argument("--traceback", action="store_true", help="show the full traceback of a failure")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    runner = None
-    for command in commands:
-        subparser = sub.add_parser(command.name, help=command.help, description=command.help, epilog=EXIT_CODES,
-                                   formatter_class=HelpFormatter)
-        chosen = argv is not None and runner is None and command.name in argv and all(
-            a.startswith("-") for a in argv[:argv.index(command.name)])
-        if chosen or argv is None:
-            made = command.load()(subparser)
-            runner = made if chosen else runner
-        common_options(subparser)
-    return parser, runner
-
-# %% ../nbs/suvi_fill/01_cli.ipynb 9
-class Terminated(BaseException):
-    "SIGTERM, raised in the main thread so that cleanup runs (a BaseException, like KeyboardInterrupt)."
-
-
+# %% ../nbs/suvi_fill/01_cli.ipynb 8
 def _terminate(signum, frame):
     raise Terminated()
 
@@ -107,9 +47,8 @@ class sigterm_raises:
             signal.signal(signal.SIGTERM, self.before)
         return False
 
-# %% ../nbs/suvi_fill/01_cli.ipynb 12
+# %% ../nbs/suvi_fill/01_cli.ipynb 11
 HANDLED = (SuviFillError, OSError, ValueError, EOFError, RuntimeError)  # narrowed to the first two as the library moves to its own types
-INTERRUPTED, TERMINATED = 130, 143   # 128 + SIGINT, 128 + SIGTERM: what a shell reports
 
 
 def one_line(exc: BaseException) -> str:
@@ -133,7 +72,7 @@ def run_cli(prog: str, description: str, commands: Sequence[Command], argv: Sequ
     command = next((a for a in argv if not a.startswith("-")), None)
     try:
         with sigterm_raises():
-            parser, runner = command_parser(prog, description, commands, argv)
+            parser, runner = command_parser(prog, description, commands, argv, EXIT_CODES)
             args = parser.parse_args(argv)
             try:
                 with silenced(args.quiet):
@@ -142,44 +81,29 @@ def run_cli(prog: str, description: str, commands: Sequence[Command], argv: Sequ
                 if args.traceback: raise
                 _say(prog, command, f"error: {one_line(exc)}")
                 return getattr(exc, "status", 2)
+    except Terminated:                       # a KeyboardInterrupt too: caught first
+        _say(prog, command, "terminated")
+        return TERMINATED
     except KeyboardInterrupt:
         _say(prog, command, "interrupted")
         return INTERRUPTED
-    except Terminated:
-        _say(prog, command, "terminated")
-        return TERMINATED
 
-# %% ../nbs/suvi_fill/01_cli.ipynb 14
+# %% ../nbs/suvi_fill/01_cli.ipynb 13
 #: What a bug report needs beside suvi_fill's own version: (label, distribution names); OpenCV under
 #: either of its wheels' names.  Read from the installed metadata: nothing is imported.
 REPORTED = (("numpy", "numpy"), ("torch", "torch"), ("scipy", "scipy"), ("astropy", "astropy"),
             ("sunpy", "sunpy"), ("opencv", "opencv-python-headless", "opencv-python"), ("tqdm", "tqdm"))
 
 
-def environment_lines(reported=REPORTED) -> list[str]:
-    "`python X`, `platform X` and `label version` (or `not installed`) for each of `reported`."
-    lines = [f"python {platform.python_version()} ({platform.python_implementation()})",
-             f"platform {platform.platform()}"]
-    for label, *names in reported:
-        found = None
-        for name in names:
-            try:
-                found = found or metadata.version(name)
-            except metadata.PackageNotFoundError:
-                pass
-        lines.append(f"{label} {found or 'not installed'}")
-    return lines
-
-
 def version_command(parser: argparse.ArgumentParser) -> Callable:
     "`version`: print suvi_fill's version, Python's, the platform and the versions of the libraries it runs on."
     def run(args) -> int:
         print(f"suvi_fill {package_version()}")
-        print("\n".join(environment_lines()))
+        print("\n".join(environment_lines(REPORTED)))
         return 0
     return run
 
-# %% ../nbs/suvi_fill/01_cli.ipynb 16
+# %% ../nbs/suvi_fill/01_cli.ipynb 15
 DESCRIPTION = "The SUVI EUV gap filler: corpus, samples, training, bench and rendering."
 
 COMMANDS = (

@@ -6,13 +6,16 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import uuid
 from pathlib import Path
 
+from suvi_fill.errors import WriteError
+
 # %% auto 0
-__all__ = ['fsync_directory', 'temporary_sibling', 'atomic_writer', 'atomic_write', 'atomic_write_json']
+__all__ = ['fsync_directory', 'temporary_sibling', 'write_failure', 'atomic_writer', 'atomic_write', 'atomic_write_json']
 
 # %% ../nbs/suvi_fill/03_files.ipynb 3
 def fsync_directory(directory: Path) -> None:
@@ -24,18 +27,31 @@ def fsync_directory(directory: Path) -> None:
 
 
 def temporary_sibling(path: Path) -> Path:
-    "A unique temporary name beside `path`: `.NAME.tmp.PID.RANDOM`."
+    "A unique temporary name beside `path`, for write-then-replace: `.NAME.tmp.PID.RANDOM`."
     path = Path(path)
     return path.with_name(f".{path.name}.tmp.{os.getpid()}.{uuid.uuid4().hex}")
 
 # %% ../nbs/suvi_fill/03_files.ipynb 6
+def write_failure(path: Path, error: OSError) -> WriteError:
+    "`error` (from writing `path` or its temporary) as one line naming `path` and what to do."
+    hint = {errno.ENOSPC: "free space on that file system", errno.EDQUOT: "free space under your quota",
+            errno.EROFS: "the file system is read-only; choose another directory",
+            errno.EACCES: "no permission; choose a directory you can write"}.get(error.errno, "check the directory")
+    return WriteError(error.errno, f"{path}: cannot write: {error.strerror or error}; {hint}")
+
+# %% ../nbs/suvi_fill/03_files.ipynb 8
 @contextlib.contextmanager
 def atomic_writer(path: Path, durable: bool = True):
-    "Yield a binary file that replaces `path` only when the block succeeds."
+    """Context manager: yield a binary file that replaces `path` only when the block succeeds.
+
+    `durable=False` skips the two fsyncs: still all-or-nothing for readers, but not
+    guaranteed to survive a power cut; for bulk outputs (thousands of small files)
+    that are rebuilt from scratch anyway.  A failed write (a full disk) leaves
+    `path` as it was, removes the temporary and raises `WriteError` naming `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     temporary = temporary_sibling(path)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with temporary.open("wb") as output:
             yield output
             if durable:
@@ -44,13 +60,17 @@ def atomic_writer(path: Path, durable: bool = True):
         os.replace(temporary, path)
         if durable:
             fsync_directory(path.parent)
+    except WriteError:
+        raise
+    except OSError as exc:
+        raise write_failure(path, exc) from exc
     finally:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):          # absent, or its directory never was
             temporary.unlink()
 
-# %% ../nbs/suvi_fill/03_files.ipynb 9
+# %% ../nbs/suvi_fill/03_files.ipynb 11
 def atomic_write(path: Path, payload: bytes, durable: bool = True) -> None:
-    "Write `payload` to `path` atomically (see `atomic_writer`)."
+    "Write `payload` to `path` atomically: temp name, fsync, `os.replace` (see `atomic_writer`)."
     with atomic_writer(path, durable=durable) as output:
         output.write(payload)
 

@@ -13,59 +13,16 @@ import sys
 import time
 from pathlib import Path
 
-from suvi_fill.errors import SuviFillError
 from suvi_fill.files import temporary_sibling
+from suvi_fill.lockfile import DirectoryBusy, describe_holder, is_stale, process_alive, read_holder
 
 # %% auto 0
-__all__ = ['LOCK_NAME', 'UNREADABLE_GRACE_S', 'DirectoryBusy', 'process_alive', 'read_holder', 'is_stale', 'directory_lock',
-           'remove_leftovers']
+__all__ = ['LOCK_NAME', 'directory_lock', 'remove_leftovers']
 
 # %% ../nbs/suvi_fill/05_lock.ipynb 3
-LOCK_NAME = ".suvi-fill.lock"
-
-
-class DirectoryBusy(SuviFillError):
-    "Another writer holds the directory's lock: refused before any work (exit 2)."
-
-
-def process_alive(pid: int) -> bool:
-    "True when a process `pid` exists on this host (whoever owns it)."
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+LOCK_NAME = ".suvi-fill.lock"   # `suvi_fill.lockfile` says who holds it and whether that one is gone
 
 # %% ../nbs/suvi_fill/05_lock.ipynb 6
-UNREADABLE_GRACE_S = 60.0  # a writer fills its lock within microseconds of creating it
-
-
-def read_holder(lock: Path) -> dict:
-    "The holder recorded in `lock` ({} when the file is empty or not JSON)."
-    try:
-        holder = json.loads(lock.read_text(encoding="utf-8"))
-        return holder if isinstance(holder, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def is_stale(lock: Path, holder: dict) -> bool:
-    "A dead holder on this host, or an unreadable lock older than `UNREADABLE_GRACE_S`."
-    if not holder:
-        with contextlib.suppress(OSError):
-            return time.time() - lock.stat().st_mtime > UNREADABLE_GRACE_S
-        return False
-    return holder.get("host") == socket.gethostname() and not process_alive(int(holder.get("pid", -1)))
-
-# %% ../nbs/suvi_fill/05_lock.ipynb 9
-def _describe(holder: dict) -> str:
-    if not holder:
-        return "an unknown writer (the lock file is empty)"
-    return f"pid {holder.get('pid')} on {holder.get('host')} ({holder.get('command', '?')}, since {holder.get('started', '?')})"
-
-
 def _create(lock: Path, command: str) -> bool:
     "Create `lock` exclusively and record this process in it; False if it exists."
     try:
@@ -83,7 +40,7 @@ def _create(lock: Path, command: str) -> bool:
         raise OSError(exc.errno, f"{lock}: could not write the lock ({exc.strerror})") from None
     return True
 
-# %% ../nbs/suvi_fill/05_lock.ipynb 10
+# %% ../nbs/suvi_fill/05_lock.ipynb 7
 @contextlib.contextmanager
 def directory_lock(directory: Path, command: str | None = None, log=print):
     "Hold `directory`'s writer lock for the block; `DirectoryBusy` if another live writer holds it."
@@ -93,11 +50,11 @@ def directory_lock(directory: Path, command: str | None = None, log=print):
     while not _create(lock, command):
         holder = read_holder(lock)
         if not is_stale(lock, holder):
-            raise DirectoryBusy(f"{directory}: another writer holds it: {_describe(holder)}; "
+            raise DirectoryBusy(f"{directory}: another writer holds it: {describe_holder(holder)}; "
                                 f"wait for it, or remove {lock} if that run is gone")
         with contextlib.suppress(FileNotFoundError):
             os.replace(lock, temporary_sibling(lock))   # only one taker wins the rename's target
-            log(f"{directory}: took over the lock of {_describe(holder)}, which is no longer running")
+            log(f"{directory}: took over the lock of {describe_holder(holder)}, which is no longer running")
     try:
         yield lock
     finally:
@@ -107,7 +64,7 @@ def directory_lock(directory: Path, command: str | None = None, log=print):
             with contextlib.suppress(FileNotFoundError):
                 stale.unlink()
 
-# %% ../nbs/suvi_fill/05_lock.ipynb 13
+# %% ../nbs/suvi_fill/05_lock.ipynb 10
 def remove_leftovers(directory: Path, log=print) -> list[Path]:
     "Remove `.NAME.tmp.PID.*` temporaries of dead processes directly in `directory`; returns them."
     removed = []

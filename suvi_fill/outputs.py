@@ -9,17 +9,13 @@ import contextlib
 import os
 from pathlib import Path
 
-from suvi_fill.errors import SuviFillError
+from suvi_fill.errors import WriteError
 from suvi_fill.lock import directory_lock, remove_leftovers
 
 # %% auto 0
-__all__ = ['WriteFailed', 'writing', 'own_directory']
+__all__ = ['writing', 'own_directory']
 
-# %% ../nbs/suvi_fill/48_outputs.ipynb 3
-class WriteFailed(SuviFillError, OSError):
-    "A file could not be written (a full disk, ...); its previous version is intact (exit 2)."
-
-# %% ../nbs/suvi_fill/48_outputs.ipynb 5
+# %% ../nbs/suvi_fill/48_outputs.ipynb 4
 def _reason(exc: BaseException) -> str:
     "The useful part of a write error: `strerror`, or the last line of torch's enforce message."
     if isinstance(exc, OSError) and exc.strerror:
@@ -30,18 +26,18 @@ def _reason(exc: BaseException) -> str:
 
 @contextlib.contextmanager
 def writing(path, what: str = "file", then: str = "run the command again"):
-    "Turn a failed write of `path` inside the block into one `WriteFailed` line naming it (and what to do `then`)."
+    "Turn a failed write of `path` inside the block into one `WriteError` line naming it (and what to do `then`)."
     try:
         yield
-    except WriteFailed:
-        raise
     except (OSError, RuntimeError) as exc:
-        if isinstance(exc, RuntimeError) and "write" not in str(exc).lower():
+        if isinstance(exc, WriteError) and isinstance(exc.__cause__, OSError):
+            exc = exc.__cause__                     # the atomic writer's: say it in this run's words
+        elif isinstance(exc, WriteError) or isinstance(exc, RuntimeError) and "write" not in str(exc).lower():
             raise
-        raise WriteFailed(f"{path}: could not write the {what} ({_reason(exc)}); its previous version is "
-                          f"intact; free space (or fix the directory) and {then}") from None
+        raise WriteError(getattr(exc, "errno", None), f"{path}: could not write the {what} ({_reason(exc)}); its "
+                         f"previous version is intact; free space (or fix the directory) and {then}") from None
 
-# %% ../nbs/suvi_fill/48_outputs.ipynb 8
+# %% ../nbs/suvi_fill/48_outputs.ipynb 7
 @contextlib.contextmanager
 def own_directory(directory, command: str, log=print):
     "Hold `directory`'s writer lock for the block, first removing a dead writer's temporaries (see above)."

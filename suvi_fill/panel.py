@@ -75,18 +75,27 @@ class PlotPanel:
         try:
             figure, caption = self.draw()
         except Exception as exc:        # shown, not raised: a widget callback's traceback goes nowhere
-            self.image.value = b""
+            self.show(None)
             self.caption.value = f'<span class="plot-error">{html.escape(type(exc).__name__)}: ' \
                                  f'{html.escape(" ".join(str(exc).split()))}</span>'
             return
-        self.image.value = figure_png(figure)
+        shown = self.show(figure)
         self.caption.value = html.escape(caption)
-        self.first = self.first or (self.image.value, caption)
+        self.first = self.first or (shown, caption)
         self.draws += 1
+
+    def show(self, figure):
+        "Put `figure` in the picture (`None` empties it); returns what `static` keeps of it: here its PNG."
+        self.image.value = b"" if figure is None else figure_png(figure)
+        return self.image.value
+
+    def static(self, shown, caption: str) -> dict:
+        "The plain output's data of a picture as `show` returned it (the first one drawn)."
+        return static_picture(shown, caption, self.key)
 
     def outputs(self, box) -> list:
         "The data of the outputs `box` shows: the widget, then (once drawn) the static copy of the first picture."
-        static = [static_picture(*self.first, self.key)] if self.first else []
+        static = [self.static(*self.first)] if self.first else []
         return [box._repr_mimebundle_()] + static
 
     def shown(self, box):

@@ -27,7 +27,7 @@ from suvi_fill.outputs import own_directory, writing
 from suvi_fill.paths import SLOTS_PER_DAY
 from suvi_fill.losses import balanced_criterion, criterion, display_psnr
 from suvi_fill.policies import PlateauPolicy, learning_rate, sweep_rate
-from suvi_fill.train_config import DESCRIPTION, TrainConfig, add_arguments, from_args
+from suvi_fill.train_config import DESCRIPTION, TrainConfig, add_arguments, config_from_args, validate_config
 from suvi_fill.train_data import (data_sets, describe_sets, load_availability, make_train_loader,
                                   make_val_loader, read_corpus)
 
@@ -461,7 +461,7 @@ def claim_out(config: TrainConfig, rank: int = 0):
 # %% ../nbs/suvi_fill/41_train.ipynb 45
 def train(config: TrainConfig, on_record=None) -> int:
     "Train (or range-test, overfit, evaluate) as `config` says; 0 when done, `TrainingAborted` on ABORT."
-    config.check()
+    validate_config(config)
     rank, world, local_rank = distributed_context()
     name = config.device
     if world > 1 and name == "auto":
@@ -495,14 +495,14 @@ def train_command(parser):
     parser.description = DESCRIPTION
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     add_arguments(parser)
-    return lambda args: train(from_args(args))
+    return lambda args: train(config_from_args(args))
 
 # %% ../nbs/suvi_fill/41_train.ipynb 52
 def main(argv=None, on_record=None) -> int:
     "Parse `suvi-fill train` flags from `argv` and `train`; the same statuses and errors."
     parser = add_arguments(argparse.ArgumentParser(description=DESCRIPTION,
                                                    formatter_class=argparse.RawDescriptionHelpFormatter))
-    return train(from_args(parser.parse_args(argv)), on_record=on_record)
+    return train(config_from_args(parser.parse_args(argv)), on_record=on_record)
 
 # %% ../nbs/suvi_fill/41_train.ipynb 53
 if __name__ == "__main__" and "__file__" in globals():

@@ -16,7 +16,8 @@ from suvi_fill.errors import OptionError
 
 # %% auto 0
 __all__ = ['EVAL_EVERY', 'PLATEAU_EVALS', 'WARMUP_STEPS', 'DEFAULT_WORKERS', 'MINIMUMS', 'MAXIMUMS', 'MAX_LR', 'DESCRIPTION',
-           'flag', 'TrainConfig', 'check_counts', 'parse_lr_range', 'check_modes', 'add_arguments', 'from_args']
+           'flag', 'TrainConfig', 'check_counts', 'parse_lr_range', 'check_modes', 'validate_config', 'add_arguments',
+           'config_from_args']
 
 # %% ../nbs/suvi_fill/43_train_config.ipynb 4
 #: Steps between validation passes: the seed's last collapse happened entirely inside one
@@ -38,7 +39,7 @@ def flag(default=dataclasses.MISSING, help: str = "", type=None, choices=None):
 # %% ../nbs/suvi_fill/43_train_config.ipynb 7
 @dataclasses.dataclass
 class TrainConfig:
-    "The settings of one training run; `check()` refuses what cannot work (`OptionError`, naming the flag)."
+    "The settings of one training run; `validate_config` refuses what cannot work (`OptionError`, naming the flag)."
     shards: str = flag(help="the corpus's shard directory")
     manifest: str = flag(help="the corpus's manifest.json")
     out: str = flag(help="run directory: history.jsonl, best.pt, last.pt")
@@ -96,13 +97,6 @@ class TrainConfig:
                            "digest differs); the best starts afresh on this one (default: off)")
     device: str = flag("auto", "auto (CUDA when present), cpu or cuda; under torchrun each process takes "
                        "the GPU of its local rank (default %(default)s)", choices=DEVICE_CHOICES)
-
-    def check(self) -> "TrainConfig":
-        "Refuse settings that cannot work, one `OptionError` naming the flag; returns self."
-        check_counts(self)
-        check_modes(self)
-        check_threads(self.threads)
-        return self
 
     @property
     def sweep(self) -> tuple | None:
@@ -166,6 +160,14 @@ def check_modes(config: TrainConfig) -> None:
         if path and not os.path.isfile(path):
             raise OptionError(f"--{name} {path}: no such file; give an existing checkpoint (a run's last.pt)")
 
+
+def validate_config(config: TrainConfig) -> TrainConfig:
+    "Refuse settings that cannot work, one `OptionError` naming the flag; returns `config`."
+    check_counts(config)
+    check_modes(config)
+    check_threads(config.threads)
+    return config
+
 # %% ../nbs/suvi_fill/43_train_config.ipynb 15
 DESCRIPTION = """Train the learned filler.
 
@@ -193,6 +195,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
-def from_args(args: argparse.Namespace) -> TrainConfig:
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
     "The config of parsed `suvi-fill train` arguments (unchecked)."
     return TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})

@@ -6,6 +6,6 @@
 __all__ = []
 
 # %% ../nbs/szrank/00_package.ipynb 2
-from szrank.common import package_version as _package_version
+from szrank.common import package_version
 
-__version__ = _package_version()
+__version__ = package_version()

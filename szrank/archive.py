@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from szrank.common import atomic_write, atomic_write_json
+from szrank.files import atomic_write, atomic_write_json
 from szrank.errors import ConfigError, SzrankError
 
 # %% auto 0

@@ -6,41 +6,24 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
-import importlib
-import platform
 import signal
 import sys
 import threading
-from importlib import metadata
 from typing import Callable, Sequence
 
-from szrank.common import package_version
+from szrank import package_version
+from szrank.commands import Command, command_parser, environment_lines
 from szrank.errors import INTERRUPTED, REFUSED, TERMINATED, SzrankError, Terminated
 from szrank.progress import silenced
 
 # %% auto 0
-__all__ = ['PERSON_ERRORS', 'EXIT_CODES', 'REPORTED', 'DESCRIPTION', 'COMMANDS', 'Command', 'HelpFormatter', 'common_options',
-           'command_parser', 'handle_sigterm', 'run_cli', 'environment_lines', 'version_command', 'run_train',
-           'training_interrupted_line', 'train_command', 'train_main', 'main']
+__all__ = ['PERSON_ERRORS', 'EXIT_CODES', 'REPORTED', 'DESCRIPTION', 'COMMANDS', 'handle_sigterm', 'run_cli', 'version_command',
+           'run_train', 'training_interrupted_line', 'train_command', 'train_main', 'main']
 
-# %% ../nbs/szrank/95_cli.ipynb 3
-@dataclasses.dataclass(frozen=True)
-class Command:
-    "A subcommand: its name, one line of help, and `module:function` that defines it."
-    name: str
-    help: str
-    target: str
-
-    def load(self) -> Callable:
-        module_name, _, attribute = self.target.partition(":")
-        return getattr(importlib.import_module(module_name), attribute)
-
-# %% ../nbs/szrank/95_cli.ipynb 5
+# %% ../nbs/szrank/95_cli.ipynb 4
 PERSON_ERRORS = (SzrankError, ValueError, OSError, EOFError, RuntimeError)  # one line each; anything else is a bug
 
-# %% ../nbs/szrank/95_cli.ipynb 6
+# %% ../nbs/szrank/95_cli.ipynb 5
 EXIT_CODES = """exit codes:
   0    done (train: the model passed its gate and was published)
   1    an unexpected error (a bug: its traceback is printed)
@@ -50,47 +33,7 @@ EXIT_CODES = """exit codes:
   130  interrupted (Ctrl-C)
   143  terminated (SIGTERM)"""
 
-
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    "Help that shows each option's default (unless its help already names one) and keeps the epilog's table as written."
-    def _get_help_string(self, action) -> str:
-        text = action.help or ""
-        if (not action.option_strings or action.nargs == 0 or "default" in text
-                or any(action.default is v for v in (None, False, argparse.SUPPRESS))):
-            return text
-        return f"{text} (default: %(default)s)"
-
-
-def common_options(parser: argparse.ArgumentParser) -> None:
-    "What every subcommand takes after its name: `--quiet` (unless it has its own) and `--traceback`."
-    if "--quiet" not in parser._option_string_actions:
-        parser.add_argument("--quiet", action="store_true", help="no progress bars or progress lines")
-    parser.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS,
-                        help="show the full traceback of a failure")
-
-
-def command_parser(prog: str, description: str, commands: Sequence[Command], argv: list | None = None):
-    """The parser and the runner of the subcommand `argv` chooses (its first word after global flags):
-    only that one's module is imported.  `argv` None loads every subcommand (runner None): the whole
-    command line, for walking it."""
-    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=EXIT_CODES,
-                                     formatter_class=HelpFormatter)
-    parser.add_argument("--version", action="version", version=f"{prog} {package_version()}")
-    parser.add_argument("--traceback", action="store_true", help="show the full traceback of a failure")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    runner = None
-    for command in commands:
-        subparser = sub.add_parser(command.name, help=command.help, description=command.help, epilog=EXIT_CODES,
-                                   formatter_class=HelpFormatter)
-        chosen = argv is not None and runner is None and command.name in argv and all(
-            a.startswith("-") for a in argv[:argv.index(command.name)])
-        if chosen or argv is None:
-            made = command.load()(subparser)
-            runner = made if chosen else runner
-        common_options(subparser)
-    return parser, runner
-
-# %% ../nbs/szrank/95_cli.ipynb 8
+# %% ../nbs/szrank/95_cli.ipynb 7
 def _raise_terminated(signum, frame) -> None:
     "SIGTERM handler: unwind like Ctrl-C (exporter stopped, partial files removed), then exit `TERMINATED`."
     raise Terminated()
@@ -117,7 +60,7 @@ def run_cli(prog: str, description: str, commands: Sequence[Command], argv: Sequ
     handle_sigterm()
     args = None
     try:
-        parser, runner = command_parser(prog, description, commands, argv)
+        parser, runner = command_parser(prog, description, commands, argv, EXIT_CODES)
         args = parser.parse_args(argv)
         with silenced(args.quiet):
             return int(runner(args) or 0)
@@ -130,35 +73,22 @@ def run_cli(prog: str, description: str, commands: Sequence[Command], argv: Sequ
         print(f"{prog} {args.command}: error: {message}", file=sys.stderr, flush=True)
         return getattr(exc, "status", REFUSED)
 
-# %% ../nbs/szrank/95_cli.ipynb 10
+# %% ../nbs/szrank/95_cli.ipynb 9
 #: What a bug report needs beside szrank's own version: (label, distribution names), read from the
 #: installed metadata (nothing is imported); numba because the defect counter runs ~50x slower without it.
 REPORTED = (("numpy", "numpy"), ("torch", "torch"), ("numba", "numba"), ("tqdm", "tqdm"),
             ("dask", "distributed"))
 
 
-def environment_lines(reported=REPORTED) -> list[str]:
-    "`python X`, `platform X` and `label version` (or `not installed`) for each of `reported`."
-    lines = [f"python {platform.python_version()} ({platform.python_implementation()})",
-             f"platform {platform.platform()}"]
-    for label, *names in reported:
-        found = None
-        for name in names:
-            with contextlib.suppress(metadata.PackageNotFoundError):
-                found = found or metadata.version(name)
-        lines.append(f"{label} {found or 'not installed'}")
-    return lines
-
-
 def version_command(parser: argparse.ArgumentParser) -> Callable:
     "`version`: print szrank's version, Python's, the platform and the versions of the libraries it runs on."
     def run(args) -> int:
         print(f"szrank {package_version()}")
-        print("\n".join(environment_lines()))
+        print("\n".join(environment_lines(REPORTED)))
         return 0
     return run
 
-# %% ../nbs/szrank/95_cli.ipynb 14
+# %% ../nbs/szrank/95_cli.ipynb 13
 def run_train(args: argparse.Namespace) -> int:
     "`szrank train` with the seed's exit codes and one-line messages: 0, 4 gate failed, 2 failure, 130 Ctrl-C, 143 SIGTERM."
     try:
@@ -187,20 +117,20 @@ def training_interrupted_line(exc: KeyboardInterrupt) -> str:
         return f"Training {what}: {detail}."
     return f"Training {what}" + (f": {detail}" if detail else "") + "; current.sztf was not changed."
 
-# %% ../nbs/szrank/95_cli.ipynb 16
+# %% ../nbs/szrank/95_cli.ipynb 15
 def train_command(parser: argparse.ArgumentParser) -> Callable:
     "`szrank train`: the trainer's flags on `parser`; returns the runner."
     from szrank.train_config import add_train_arguments
     add_train_arguments(parser)
     return run_train
 
-# %% ../nbs/szrank/95_cli.ipynb 17
+# %% ../nbs/szrank/95_cli.ipynb 16
 def train_main(argv: Sequence[str] | None = None) -> int:
     "`szrank train ARGV...` in process; returns the exit code."
     from szrank.train_config import parse_args
     return run_train(parse_args(sys.argv[1:] if argv is None else list(argv)))
 
-# %% ../nbs/szrank/95_cli.ipynb 19
+# %% ../nbs/szrank/95_cli.ipynb 18
 DESCRIPTION = "The Szilassi proposal ranker: corpus, training, search and publishing."
 
 COMMANDS = (
@@ -216,7 +146,7 @@ COMMANDS = (
     Command("demo", "run the end-to-end demo on the embedded default data", "szrank.demo:demo_command"),
 )
 
-# %% ../nbs/szrank/95_cli.ipynb 20
+# %% ../nbs/szrank/95_cli.ipynb 19
 def main(argv=None) -> int:
     "Entry point of the `szrank` console script."
     return run_cli("szrank", DESCRIPTION, COMMANDS, argv)

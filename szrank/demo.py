@@ -237,7 +237,7 @@ def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STE
 
     Returns `szrank train`'s exit code: 0 published (and the guided search ran), 4 the gate refused
     (nothing published, guided search skipped), 2 a failure."""
-    from szrank.common import atomic_write_json
+    from szrank.files import atomic_write_json
     from szrank.search import format_summaries
     if runs < len(SPLIT_NAMES) or steps <= 0:
         raise ConfigError(f"the search stage needs at least {len(SPLIT_NAMES)} runs (train, validation, test, "

@@ -5,45 +5,26 @@
 # %% ../nbs/szrank/01_errors.ipynb 2
 from __future__ import annotations
 
+from szrank.exits import INTERRUPTED, REFUSED, TERMINATED, OptionError, SzrankError, Terminated, WriteError  # noqa: F401  (re-exported)
+
 # %% auto 0
-__all__ = ['REFUSED', 'GATE_FAILED', 'INTERRUPTED', 'TERMINATED', 'SzrankError', 'ConfigError', 'ToolError', 'InvariantError',
-           'DivergedError', 'WriteError', 'Terminated']
+__all__ = ['GATE_FAILED', 'ConfigError', 'ToolError', 'InvariantError', 'DivergedError']
 
 # %% ../nbs/szrank/01_errors.ipynb 3
-REFUSED = 2         # the seed's status for every failure: `raise SystemExit(2)` in its `__main__`
 GATE_FAILED = 4     # the seed's status when `report_gate` refused the model
-INTERRUPTED = 130   # 128 + SIGINT, the shell's convention for Ctrl-C (the seed's too)
-TERMINATED = 143    # 128 + SIGTERM: stopped from outside (kill, a scheduler), cleaned up like Ctrl-C
 
 # %% ../nbs/szrank/01_errors.ipynb 4
-class SzrankError(Exception):
-    "An error for a person: the CLI prints `str(error)` as one line and exits `status`."
-    status = REFUSED
-
-# %% ../nbs/szrank/01_errors.ipynb 5
-class ConfigError(SzrankError, ValueError):
+class ConfigError(OptionError):
     "A setting that cannot work (a flag out of range, a missing file): refused before any work."
 
-# %% ../nbs/szrank/01_errors.ipynb 8
+# %% ../nbs/szrank/01_errors.ipynb 7
 class ToolError(SzrankError, RuntimeError):
     "An external program (the exporter) failed or could not be started."
 
-# %% ../nbs/szrank/01_errors.ipynb 9
+# %% ../nbs/szrank/01_errors.ipynb 8
 class InvariantError(SzrankError, ValueError):
     "Data that breaks a rule the code relies on (a triangulation that is not one, a zero plane normal)."
 
-# %% ../nbs/szrank/01_errors.ipynb 12
+# %% ../nbs/szrank/01_errors.ipynb 11
 class DivergedError(SzrankError, ArithmeticError):
     "Training produced a non-finite loss, gradient or output (names the step); nothing is published."
-
-# %% ../nbs/szrank/01_errors.ipynb 14
-class WriteError(SzrankError, OSError):
-    "A file that could not be written; `str()` is one line naming the file (not `[Errno 28] ...`)."
-
-    def __str__(self) -> str:
-        return str(self.strerror)
-
-# %% ../nbs/szrank/01_errors.ipynb 16
-class Terminated(KeyboardInterrupt):
-    "SIGTERM, raised by the command line's handler: unwinds like Ctrl-C, exits `TERMINATED`."
-    status = TERMINATED

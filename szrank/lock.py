@@ -15,61 +15,18 @@ import sys
 import time
 from pathlib import Path
 
-from szrank.errors import ConfigError, SzrankError
+from szrank.errors import ConfigError
+from szrank.lockfile import DirectoryBusy, describe_holder, is_stale, process_alive, read_holder
 
 # %% auto 0
-__all__ = ['LOCK_NAME', 'UNREADABLE_GRACE_S', 'NOT_WRITABLE', 'OUTPUT_TEMPORARIES', 'TEMPORARY_PID', 'PARTIAL_SNAPSHOT',
-           'SNAPSHOT_NAME', 'DirectoryBusy', 'process_alive', 'read_holder', 'is_stale', 'describe_holder',
+__all__ = ['LOCK_NAME', 'NOT_WRITABLE', 'OUTPUT_TEMPORARIES', 'TEMPORARY_PID', 'PARTIAL_SNAPSHOT', 'SNAPSHOT_NAME',
            'DirectoryLock', 'acquire', 'leftover_pid', 'remove_leftovers', 'LockFieldError', 'stale_snapshot_path',
            'remove_stale_snapshot']
 
 # %% ../nbs/szrank/03_lock.ipynb 3
-LOCK_NAME = ".szrank-train.lock"
-UNREADABLE_GRACE_S = 60.0  # a writer fills its lock within microseconds of creating it; older and empty is stale
-
-
-class DirectoryBusy(SzrankError):
-    "Another writer holds the directory's lock: refused before any work (exit 2)."
-
-
-def process_alive(pid: int) -> bool:
-    "True when a process `pid` exists on this host (whoever owns it)."
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+LOCK_NAME = ".szrank-train.lock"   # `szrank.lockfile` says who holds it and whether that one is gone
 
 # %% ../nbs/szrank/03_lock.ipynb 5
-def read_holder(lock: Path) -> dict:
-    "The holder recorded in `lock` ({} when the file is empty, unreadable or not JSON)."
-    try:
-        holder = json.loads(Path(lock).read_text(encoding="utf-8"))
-        return holder if isinstance(holder, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def is_stale(lock: Path, holder: dict) -> bool:
-    "A dead holder on this host, or an unreadable lock older than `UNREADABLE_GRACE_S`."
-    if not holder:
-        with contextlib.suppress(OSError):
-            return time.time() - Path(lock).stat().st_mtime > UNREADABLE_GRACE_S
-        return False
-    return holder.get("host") == socket.gethostname() and not process_alive(int(holder.get("pid", -1)))
-
-
-def describe_holder(holder: dict) -> str:
-    "`pid 12 on host (command, since ...)` for a message."
-    if not holder:
-        return "an unknown writer (the lock file is empty)"
-    return f"pid {holder.get('pid')} on {holder.get('host')} ({holder.get('command', '?')}, since {holder.get('started', '?')})"
-
-# %% ../nbs/szrank/03_lock.ipynb 7
 NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}
 
 
@@ -108,7 +65,7 @@ class DirectoryLock:
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
 
-# %% ../nbs/szrank/03_lock.ipynb 9
+# %% ../nbs/szrank/03_lock.ipynb 7
 def acquire(directory: Path, command: str) -> DirectoryLock:
     "Take `directory`'s lock (creating the directory), taking over a stale one with a message; else `DirectoryBusy`."
     directory = Path(directory)
@@ -131,7 +88,7 @@ def acquire(directory: Path, command: str) -> DirectoryLock:
             lock.path.unlink()
     raise DirectoryBusy(f"{directory}: its lock {lock.path} keeps changing hands; try again")
 
-# %% ../nbs/szrank/03_lock.ipynb 12
+# %% ../nbs/szrank/03_lock.ipynb 10
 OUTPUT_TEMPORARIES = (".current.sztf.tmp.", ".report.json.tmp.", ".curves.json.tmp.", ".model_", ".report_",
                       ".curves_", ".rejected_")   # what the publisher and the gate write via temporary names
 TEMPORARY_PID = re.compile(r"\.tmp\.(\d+)\.[0-9a-f]+$")
@@ -165,7 +122,7 @@ def remove_leftovers(directory: Path, prefixes=OUTPUT_TEMPORARIES) -> list[Path]
         print(f"removed {path}, left by a run that was killed", file=sys.stderr, flush=True)
     return removed
 
-# %% ../nbs/szrank/03_lock.ipynb 15
+# %% ../nbs/szrank/03_lock.ipynb 13
 class LockFieldError(ConfigError):
     "A stale lock's field names something outside the directory it may name (the file is refused)."
 

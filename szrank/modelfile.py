@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from szrank.common import atomic_write
+from szrank.files import atomic_write
 from szrank.errors import INTERRUPTED, SzrankError
 
 # %% auto 0

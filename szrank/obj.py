@@ -161,7 +161,7 @@ def obj_text(normals, offsets, topology: int) -> str:
 # %% ../nbs/szrank/35_obj.ipynb 14
 def write_obj(path: Path, normals, offsets, topology: int) -> Path:
     "Write a configuration as OBJ (temporary name, fsync, rename); returns the path."
-    from szrank.common import atomic_write
+    from szrank.files import atomic_write
     atomic_write(Path(path), obj_text(normals, offsets, topology).encode("utf-8"))
     return Path(path)
 

@@ -78,7 +78,7 @@ def split_metrics(report: dict, split: str) -> dict:
 # %% ../nbs/szrank/29_plots.ipynb 11
 def evaluate_model_file(model_path, snapshot_path, split: str, batch_size: int = 1024, device: str = "cpu") -> dict:
     "Metrics (with the plot curves) of a published SZTRNK01 file on one split of an SZTXP001 snapshot."
-    from szrank.common import autocast_enabled, pick_device
+    from szrank.device import autocast_enabled, pick_device
     from szrank.metrics import evaluate_ensemble
     from szrank.model import members_from_model
     from szrank.snapshot import inspect_snapshot

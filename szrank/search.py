@@ -593,7 +593,7 @@ def search_command(parser: argparse.ArgumentParser):
         for s in summaries:
             print(f"best C+I {s.best_total} after {s.best_evaluations} evaluations", flush=True)
         if args.split_runs_out:
-            from szrank.common import atomic_write_json
+            from szrank.files import atomic_write_json
             names = ("train", "validation", "test", "stress")
             atomic_write_json(args.split_runs_out, {name: s.run_id for name, s in zip(names, summaries)})
         return 0

@@ -23,7 +23,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from szrank.common import fsync_directory, write_failure
+from szrank.files import fsync_directory, write_failure
 from szrank.errors import INTERRUPTED, ConfigError, SzrankError, ToolError
 from szrank.stream import (EXPECTED_RECORD_SIZE, EXPORT_HEADER, EXPORT_MAGIC, EXPORT_VERSION, RECORD_DTYPE,
                            TOPOLOGY_COUNT, StreamFormatError, run_key, run_keys,

@@ -14,7 +14,7 @@ from typing import BinaryIO, Iterable
 
 import numpy as np
 
-from szrank.common import atomic_writer
+from szrank.files import atomic_writer
 from szrank.errors import ConfigError, SzrankError
 
 # %% auto 0

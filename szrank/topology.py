@@ -450,7 +450,7 @@ def write_topologies(path: Path | None = None, show_progress: bool = True, publi
     """Enumerate the topologies and write them (atomically) as the package's JSON table; returns the paper's order.
 
     The paper's order comes from the public list `public`, or, without it, from the shipped table."""
-    from szrank.common import atomic_write
+    from szrank.files import atomic_write
     import time
     started = time.perf_counter()
     table = enumerate_topologies(show_progress)

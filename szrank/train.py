@@ -25,7 +25,8 @@ import torch
 
 from szrank.architecture import ENSEMBLE_SIZE, architecture_report
 from szrank.batches import RecordError, decode_batch, iter_record_batches, locate_record_fault
-from szrank.common import atomic_write_json, autocast_enabled, cpu_threads, pick_device
+from szrank.device import autocast_enabled, cpu_threads, pick_device
+from szrank.files import atomic_write_json
 from szrank.errors import GATE_FAILED, ConfigError, DivergedError, WriteError
 from szrank.lock import DirectoryLock, acquire, remove_leftovers, remove_stale_snapshot
 from szrank.metrics import evaluate_ensemble, report_gate, scalar_metrics

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from szrank.common import DEVICE_CHOICES
+from szrank.device import DEVICE_CHOICES
 from szrank.errors import ConfigError
 from szrank.snapshot import EXPORTER_TIMEOUT_SECONDS
 
@@ -145,8 +145,8 @@ MAX_BATCH_SIZE = 65_536            # 64x the default: a batch's records and thre
 MAX_SHUFFLE_RECORDS = 1_048_576    # the shuffle buffer holds this many 1824-byte records: 1.9 GB at most, never the corpus
 
 
-def validate_config(config: TrainConfig) -> None:
-    "Refuse settings that cannot work, naming the flag (the seed's `validate_options`)."
+def validate_config(config: TrainConfig) -> TrainConfig:
+    "Refuse settings that cannot work, naming the flag (the seed's `validate_options`); returns `config`."
     for name in ("report_epochs", "batch_size", "shuffle_records", "minimum_gate_records"):
         if getattr(config, name) <= 0:
             raise ConfigError(f"--{name.replace('_', '-')} must be positive")
@@ -168,6 +168,7 @@ def validate_config(config: TrainConfig) -> None:
         raise ConfigError(f"--threads {config.threads}: needs at least 1 (leave it out for torch's default)")
     if config.device not in DEVICE_CHOICES:
         raise ConfigError(f"--device must be one of {', '.join(DEVICE_CHOICES)}, not {config.device!r}")
+    return config
 
 # %% ../nbs/szrank/26_train_config.ipynb 18
 def resolve_under_repository(repository: Path, value: str) -> Path:

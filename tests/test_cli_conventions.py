@@ -18,7 +18,7 @@ CLIS = [("suvi_fill", "suvi-fill"), ("szrank", "szrank")]
 def whole_parser(package: str, prog: str) -> argparse.ArgumentParser:
     "The command line with every subcommand's arguments loaded (as `run_cli` loads the chosen one)."
     cli = importlib.import_module(f"{package}.cli")
-    parser, runner = cli.command_parser(prog, cli.DESCRIPTION, cli.COMMANDS)
+    parser, runner = cli.command_parser(prog, cli.DESCRIPTION, cli.COMMANDS, epilog=cli.EXIT_CODES)
     assert runner is None
     return parser
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from suvi_fill.lock import LOCK_NAME, DirectoryBusy, directory_lock, read_holder, remove_leftovers
+from suvi_fill.lock import LOCK_NAME, directory_lock, remove_leftovers
+from suvi_fill.lockfile import DirectoryBusy, read_holder
 
 HOLD = ("import sys, time\nfrom suvi_fill.lock import directory_lock\n"
         "with directory_lock(sys.argv[1], 'suvi-fill train'):\n"
@@ -51,6 +52,16 @@ def test_an_empty_lock_is_stale_only_when_old(tmp_path):
     old = time.time() - 3600
     os.utime(lock, (old, old))
     with directory_lock(tmp_path, log=lambda m: None): pass
+
+
+def test_a_lock_without_a_pid_is_taken_over(tmp_path):
+    "A holder on this host that names no pid is nobody: its lock is stale (not `os.kill(-1, 0)`, which every process answers)."
+    import socket
+    (tmp_path / LOCK_NAME).write_text(json.dumps({"host": socket.gethostname(), "command": "written by hand"}))
+    said = []
+    with directory_lock(tmp_path, "suvi-fill train", log=said.append):
+        assert read_holder(tmp_path / LOCK_NAME)["pid"] == os.getpid()
+    assert len(said) == 1 and "pid None" in said[0] and "no longer running" in said[0]
 
 
 def test_leftovers_of_a_killed_writer_are_removed_and_a_live_writers_kept(tmp_path):
