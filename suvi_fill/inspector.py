@@ -14,7 +14,7 @@ from suvi_fill.errors import MissingData
 
 # %% auto 0
 __all__ = ['QUALITY_COLOURS', 'BAND_CHOICES', 'mapped', 'frame_display', 'plot_frame', 'plot_presence', 'plot_histogram',
-           'frame_figure', 'frame_caption', 'channel_options', 'inspector_controls', 'inspector']
+           'frame_figure', 'frame_caption', 'channel_options', 'inspector_controls', 'next_present_slot', 'inspector']
 
 # %% ../nbs/suvi_fill/24_inspector.ipynb 3
 def mapped(radiance, vmin: float, vmax: float, gamma: float) -> np.ndarray:
@@ -154,7 +154,14 @@ def inspector_controls(satellites, days, satellite=None, day=None) -> dict:
         reset=widgets.Button(description="bench mapping"),
         next=widgets.Button(description="next present"))
 
-# %% ../nbs/suvi_fill/24_inspector.ipynb 16
+# %% ../nbs/suvi_fill/24_inspector.ipynb 17
+def next_present_slot(shard, slot: int) -> int:
+    "The first slot after `slot` at which `shard` holds any band; `slot` itself when none follows (or no shard)."
+    later = np.flatnonzero(shard.present.any(axis=1)[slot + 1:]) if shard is not None else []
+    return int(slot + 1 + later[0]) if len(later) else slot
+
+
+# %% ../nbs/suvi_fill/24_inspector.ipynb 19
 def inspector(directory, satellite: int | None = None, day: str | None = None):
     "An ipywidgets frame inspector over the corpus in `directory` (returns the widget box; see above)."
     import ipywidgets as widgets
@@ -218,10 +225,7 @@ def inspector(directory, satellite: int | None = None, day: str | None = None):
         load()
 
     def next_present(*_):
-        shard = shards.get((c["day"].value, c["satellite"].value))
-        later = np.flatnonzero(shard.present.any(axis=1)[c["slot"].value + 1:]) if shard is not None else []
-        if len(later):
-            c["slot"].value = int(c["slot"].value + 1 + later[0])
+        c["slot"].value = next_present_slot(shards.get((c["day"].value, c["satellite"].value)), c["slot"].value)
 
     for name in ("satellite", "day", "slot"):
         c[name].observe(redraw, names="value")
