@@ -238,7 +238,7 @@ def fill_archive(source, shards_dir, out, filler, checkpoint=None, span: int = 6
     from suvi_fill.corpus import Corpus
     from suvi_fill.render import FrameSource
     out = Path(out)
-    index, digest = ArchiveIndex(source), checkpoint_digest(checkpoint) if filler.name == "learned" else None
+    index, digest = ArchiveIndex(source), checkpoint_digest(checkpoint) if filler.name in ("learned", "crossband") else None
     offsets = samples.gap_offsets(span, filler.offsets or samples.ladder_for(min(span, samples.LADDER[0])))
     reach = max(offsets)
     corpus = Corpus.open(shards_dir)
@@ -287,6 +287,9 @@ def _filler_name(args) -> str:
         raise OptionError(f"--filler {name}: choose one of {', '.join(FILLERS)}")
     if name == "learned" and args.checkpoint is None:
         raise OptionError("--filler learned needs --checkpoint (a trainer's best.pt)")
+    if name == "crossband" and args.checkpoint is None and args.shards is None:
+        raise OptionError("--filler crossband needs its coefficients: --shards DIR (a corpus; fit on its train "
+                          "split once, kept as DIR/crossband.json) or --checkpoint crossband.json")
     if args.checkpoint is not None and not Path(args.checkpoint).is_file():
         raise OptionError(f"--checkpoint {args.checkpoint}: no such file")
     return name
@@ -311,7 +314,8 @@ def run_fill(args) -> int:
     _check_paths(args.source, args.out)
     if args.span < 1:
         raise OptionError(f"--span {args.span}: must be at least 1 slot")
-    filler = make_filler(name, checkpoint=args.checkpoint, device=pick_device(args.device))
+    filler = make_filler(name, checkpoint=args.checkpoint, device=pick_device(args.device),
+                         shards=args.shards if name == "crossband" and args.checkpoint is None else None)
     with own_directory(args.out, "suvi-fill fill"):
         shards = args.shards
         if shards is None:

@@ -149,7 +149,7 @@ def filler_inspector(shards_dir, checkpoint=None, gaps=None, device="cpu"):
     manifest = segments.load_manifest(shards_dir / segments.MANIFEST)
     trace = availability.Availability.load(shards_dir / availability.AVAILABILITY)
     names = [n for n in FILLER_ORDER if n != "learned" or checkpoint is not None]
-    fillers = {n: make_filler(n, checkpoint=checkpoint, device=device) for n in names}
+    fillers = {n: make_filler(n, checkpoint=checkpoint, device=device, shards=shards_dir) for n in names}
     base = next((f.offsets for f in fillers.values() if f.offsets), None)
     c, status, cache, quiet = filler_controls(gaps or GAPS), widgets.Label(), {}, {"on": False}
 
