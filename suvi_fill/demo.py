@@ -212,7 +212,7 @@ def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", 
         previous = None
     if previous and previous.get("manifest") == corpus.digest and previous.get("checkpoint_sha256") == sha \
             and previous.get("gaps") == list(DEMO_GAPS) and previous.get("requested_samples") == DEMO_SAMPLES \
-            and previous.get("sides") == sides \
+            and previous.get("sides") == sides and previous.get("fillers") == list(bench.FILLER_ORDER) \
             and all((where / n).exists() for n in (bench.BENCH_MD, bench.BENCH_PNG)):
         print(f"[bench] reusing {where / bench.BENCH_JSON}")
         return previous
