@@ -23,9 +23,10 @@ from suvi_fill.outputs import own_directory, writing
 __all__ = ['GAPS', 'SAMPLES', 'SIDE_DEFINITIONS', 'SIDES', 'BENCH_SEED', 'GOAL_MARGIN_DB', 'BLEND_MARGIN_DB', 'PARTIAL_MARGIN_DB',
            'PARTIAL_MIN_GAP', 'LOSS_KINDS', 'BENCH_JSON', 'BENCH_MD', 'BENCH_PNG', 'FILLER_ORDER', 'PARTIAL_SAMPLES',
            'PARTIAL_ROUNDS', 'CROSSBAND_SAMPLES', 'CROSSBAND_SEED', 'as_corpus', 'split_segments', 'split_targets',
-           'eligible', 'one_sided_inside', 'partial_model', 'BenchSet', 'summarise', 'standard_error', 'parse_gaps',
-           'run_bench', 'loss_kind', 'loss_table', 'goal', 'further_goals', 'fit_crossband', 'crossband_source',
-           'crossband_coefficients', 'format_tables', 'plot_bench', 'write_outputs', 'bench_command']
+           'eligible', 'one_sided_inside', 'partial_model', 'partial_sampler', 'partial_draws', 'BenchSet', 'summarise',
+           'standard_error', 'parse_gaps', 'run_bench', 'loss_kind', 'loss_table', 'goal', 'further_goals',
+           'fit_crossband', 'crossband_source', 'crossband_coefficients', 'bench_filler', 'format_tables', 'plot_bench',
+           'write_outputs', 'bench_command']
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 3
 #: The gaps (slots) of the published filler table's range: 4 min to 20 h.
@@ -113,6 +114,33 @@ def partial_model(availability):
                                             availability.patterns[keep], availability.pattern_counts[keep])
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 16
+def partial_sampler(bench) -> samples.Sampler | None:
+    "The sampler of `bench` (a `BenchSet`) that draws partial-loss damage only; None when its model has none."
+    model = partial_model(bench.availability)
+    if model is None:
+        return None
+    return samples.Sampler(bench.shards, satellites=bench.satellites, availability=model, seed=bench.seed,
+                           offsets=bench.base_offsets, segments=bench.segments, calibration=bench.calibration())
+
+
+def partial_draws(bench, gap: int, count: int):
+    "`BenchSet.partial_samples`: evenly spaced over `PARTIAL_ROUNDS` passes of the eligible targets, then the rest."
+    pool = bench.eligible(gap)
+    if not pool or count < 1 or bench.sampler(partial=True) is None:
+        return
+    draws = len(pool) * PARTIAL_ROUNDS
+    first = sorted({int(i * draws / count) for i in range(min(count, draws))})
+    taken = set(first)
+    made = 0
+    for position in first + [i for i in range(draws) if i not in taken]:
+        sample = bench.build(gap, pool[position % len(pool)], position, partial=True)
+        if sample is not None:
+            yield sample
+            made += 1
+            if made >= count:
+                return
+
+# %% ../nbs/suvi_fill/51_bench.ipynb 17
 class BenchSet:
     """The bench's samples of one split of a corpus.
 
@@ -147,10 +175,7 @@ class BenchSet:
         `partial`: the one drawing partial-loss damage only (`partial_model`), None when the model has none."""
         if partial:
             if "sampler" not in self._partial:
-                model = partial_model(self.availability)
-                self._partial["sampler"] = None if model is None else samples.Sampler(
-                    self.shards, satellites=self.satellites, availability=model, seed=self.seed,
-                    offsets=self.base_offsets, segments=self.segments, calibration=self.calibration())
+                self._partial["sampler"] = partial_sampler(self)
             return self._partial["sampler"]
         if self._sampler is None:
             self._sampler = samples.Sampler(self.shards, satellites=self.satellites,
@@ -195,20 +220,7 @@ class BenchSet:
 
     def partial_samples(self, gap: int, count: int = PARTIAL_SAMPLES):
         "Yield up to `count` partial-loss samples of gap `gap`: each eligible target up to `PARTIAL_ROUNDS` times."
-        pool = self.eligible(gap)
-        if not pool or count < 1 or self.sampler(partial=True) is None:
-            return
-        draws = len(pool) * PARTIAL_ROUNDS
-        first = sorted({int(i * draws / count) for i in range(min(count, draws))})
-        taken = set(first)
-        made = 0
-        for position in first + [i for i in range(draws) if i not in taken]:
-            sample = self.build(gap, pool[position % len(pool)], position, partial=True)
-            if sample is not None:
-                yield sample
-                made += 1
-                if made >= count:
-                    return
+        yield from partial_draws(self, gap, count)
 
     def close(self):
         segments.close_shards(self.shards)
@@ -217,7 +229,7 @@ class BenchSet:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 18
+# %% ../nbs/suvi_fill/51_bench.ipynb 19
 def summarise(psnr, lost) -> tuple:
     "`(mean dB or None, {band: dB})` of stacked per-sample `psnr` (N, 6) over `lost` (N, 6)."
     psnr, lost = np.asarray(psnr, np.float64).reshape(-1, 6), np.asarray(lost, bool).reshape(-1, 6)
@@ -227,7 +239,7 @@ def summarise(psnr, lost) -> tuple:
                 for b, w in enumerate(paths.WAVELENGTHS) if lost[:, b].any()}
     return round(float(psnr[lost].mean()), 3), per_band
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 20
+# %% ../nbs/suvi_fill/51_bench.ipynb 21
 def standard_error(psnr, lost):
     """Standard error (dB) of the mean over samples of each sample's mean PSNR over its lost bands,
     `psnr` (N, 6), `lost` (N, 6); None below two samples."""
@@ -238,7 +250,7 @@ def standard_error(psnr, lost):
         return None
     return round(float(per_sample.std(ddof=1) / np.sqrt(len(per_sample))), 3)
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 23
+# %% ../nbs/suvi_fill/51_bench.ipynb 24
 def parse_gaps(text) -> tuple:
     "'1,4,16' -> (1, 4, 16); a one-line error for anything but positive integers."
     try:
@@ -249,7 +261,7 @@ def parse_gaps(text) -> tuple:
         raise OptionError(f"--gaps {text!r}: gaps must be positive slot counts")
     return tuple(sorted(set(gaps)))
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 24
+# %% ../nbs/suvi_fill/51_bench.ipynb 25
 def _score(drawn, fillers: dict, device, gap: int, bar) -> tuple:
     "`(rows {filler: [band PSNR (6,)]}, lost masks, [[satellite, slot]])` of every filler on the samples `drawn`."
     from suvi_fill.fillers import prepare
@@ -267,7 +279,7 @@ def _score(drawn, fillers: dict, device, gap: int, bar) -> tuple:
         bar.update(1)
     return rows, losts, chosen
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 25
+# %% ../nbs/suvi_fill/51_bench.ipynb 26
 def run_bench(shards_dir, corpus, availability, fillers: dict, gaps=GAPS, count=SAMPLES, split="test",
               seed=BENCH_SEED, device="cpu", progress=True, sides=SIDES[0], partial_count=PARTIAL_SAMPLES) -> dict:
     """Score `fillers` (`{name: Filler}`) on `count` samples per gap of `corpus` (a `Corpus` or manifest dict),
@@ -319,7 +331,7 @@ def run_bench(shards_dir, corpus, availability, fillers: dict, gaps=GAPS, count=
     result["goal"] = goal(table, gaps) | further_goals(table, by_loss["partial"]["table"], gaps)
     return result
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 27
+# %% ../nbs/suvi_fill/51_bench.ipynb 28
 def loss_kind(lost: np.ndarray) -> np.ndarray:
     "Per sample of `lost` (N, 6): 'whole' when every band is lost, else 'partial'."
     lost = np.asarray(lost, bool).reshape(-1, 6)
@@ -337,7 +349,7 @@ def loss_table(psnr: dict, lost_of: dict, gaps, kind: str) -> dict:
             errors[name][str(gap)] = standard_error(psnr[name][gap][pick], lost_of[gap][pick])
     return {"table": table, "stderr": errors, "samples": counts}
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 29
+# %% ../nbs/suvi_fill/51_bench.ipynb 30
 def goal(table: dict, gaps) -> dict:
     "The learned-vs-optical-flow margins per gap and whether the >= GOAL_MARGIN_DB goal is met."
     out = {"rule": f"learned >= optical_flow + {GOAL_MARGIN_DB} dB at every gap"}
@@ -369,7 +381,7 @@ def further_goals(table: dict, partial: dict, gaps) -> dict:
             "partial_rule": f"on partial losses, learned >= blend + {PARTIAL_MARGIN_DB} dB at gaps >= {PARTIAL_MIN_GAP}",
             "partial_margins": part["margins"], "partial_met": part["met"]}
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 31
+# %% ../nbs/suvi_fill/51_bench.ipynb 32
 def fit_crossband(shards_dir, corpus, availability, gaps=GAPS, count=CROSSBAND_SAMPLES, seed=CROSSBAND_SEED,
                   split="train", device="cpu", progress=False) -> dict:
     """The `crossband` filler's coefficients (`fillers.CrossBandFit`) from `count` partial-loss samples per
@@ -393,7 +405,7 @@ def crossband_source(corpus, gaps, count, seed, split="train") -> dict:
     return {"manifest": corpus.digest, "resolution": corpus.resolution, "split": split,
             "gaps": [int(g) for g in gaps], "samples": int(count), "seed": int(seed)}
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 32
+# %% ../nbs/suvi_fill/51_bench.ipynb 33
 def crossband_coefficients(shards_dir, corpus=None, availability=None, gaps=GAPS, count=CROSSBAND_SAMPLES,
                            seed=CROSSBAND_SEED, device="cpu", progress=False) -> dict:
     """The coefficients of the corpus in `shards_dir`: its `crossband.json` when that is a fit of this
@@ -421,6 +433,15 @@ def crossband_coefficients(shards_dir, corpus=None, availability=None, gaps=GAPS
     return coefficients
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 34
+def bench_filler(name: str, checkpoint=None, device="cpu", shards=None):
+    """`fillers.make_filler`, except that `crossband` with a corpus `shards` takes that corpus's coefficients
+    (`crossband_coefficients`: fit on its train split once, kept beside the manifest)."""
+    from suvi_fill.fillers import crossband_filler, make_filler
+    if name == "crossband" and shards is not None:
+        return crossband_filler(crossband_coefficients(shards, device=device), device)
+    return make_filler(name, checkpoint=checkpoint, device=device)
+
+# %% ../nbs/suvi_fill/51_bench.ipynb 36
 def format_tables(result: dict) -> str:
     "bench.md: the mean table, the per-band tables and the goal, as markdown."
     gaps = [str(g) for g in result["gaps"]]
@@ -473,7 +494,7 @@ def format_tables(result: dict) -> str:
             lines.append(f"| {gap} | " + " | ".join(cell(bands.get(str(w))) for w in paths.WAVELENGTHS) + " |")
     return "\n".join(lines) + "\n"
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 35
+# %% ../nbs/suvi_fill/51_bench.ipynb 37
 def plot_bench(result: dict, axis=None):
     "PSNR against gap, one line per filler (gaps without samples left out); returns the figure."
     import matplotlib
@@ -496,7 +517,7 @@ def plot_bench(result: dict, axis=None):
         axis.legend()
     return figure
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 36
+# %% ../nbs/suvi_fill/51_bench.ipynb 38
 def write_outputs(result: dict, out) -> dict:
     "Write bench.json, bench.md and bench.png into `out` atomically; returns their paths (`WriteFailed` naming a file that could not be written)."
     out = Path(out)
@@ -511,7 +532,7 @@ def write_outputs(result: dict, out) -> dict:
         atomic_write(written["png"], buffer.getvalue())
     return written
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 38
+# %% ../nbs/suvi_fill/51_bench.ipynb 40
 def bench_command(parser):
     "`suvi-fill bench`: score the fillers on the test split at several gaps."
     parser.add_argument("--shards", required=True, type=Path, help="corpus directory (suvi-fill build --out)")
@@ -537,7 +558,6 @@ def bench_command(parser):
 
     def run(args) -> int:
         from suvi_fill.device import pick_device
-        from suvi_fill.fillers import make_filler
         gaps = parse_gaps(args.gaps)
         if args.samples < 1:
             raise OptionError(f"--samples {args.samples}: must be at least 1")
@@ -553,7 +573,7 @@ def bench_command(parser):
         unknown = [n for n in names if n not in FILLER_ORDER]
         if unknown:
             raise OptionError(f"--fillers: unknown {', '.join(unknown)} (choose from {', '.join(FILLER_ORDER)})")
-        fillers = {n: make_filler(n, checkpoint=args.checkpoint, device=device, shards=args.shards) for n in names}
+        fillers = {n: bench_filler(n, checkpoint=args.checkpoint, device=device, shards=args.shards) for n in names}
         with own_directory(args.out, "suvi-fill bench"):       # one writer per --out
             result = run_bench(args.shards, corpus, trace, fillers, gaps, args.samples, args.split, args.seed,
                                device, progress=not args.quiet, sides=args.sides,

@@ -202,7 +202,6 @@ def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", 
     this corpus, checkpoint and sides); returns bench.json."""
     from suvi_fill import availability, bench
     from suvi_fill.corpus import Corpus
-    from suvi_fill.fillers import make_filler
     where = Path(out) / "bench" / DEMO_SIDES[sides]
     corpus = Corpus.open(shards)
     sha = _sha256(checkpoint)
@@ -217,7 +216,7 @@ def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", 
         print(f"[bench] reusing {where / bench.BENCH_JSON}")
         return previous
     trace = availability.Availability.load(shards / availability.AVAILABILITY)
-    fillers = {n: make_filler(n, checkpoint=checkpoint, device=device, shards=shards) for n in bench.FILLER_ORDER}
+    fillers = {n: bench.bench_filler(n, checkpoint=checkpoint, device=device, shards=shards) for n in bench.FILLER_ORDER}
     result = bench.run_bench(shards, corpus, trace, fillers, DEMO_GAPS, DEMO_SAMPLES, device=device,
                              progress=progress, sides=sides)
     result["checkpoint"], result["checkpoint_sha256"] = str(checkpoint), sha

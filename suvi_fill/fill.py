@@ -309,13 +309,13 @@ def _slot_range(args):
 def run_fill(args) -> int:
     "Fill the archive for parsed `suvi-fill fill` flags; refuses bad flags before any work."
     from suvi_fill.device import pick_device
-    from suvi_fill.fillers import make_filler
+    from suvi_fill.bench import bench_filler
     name, slots = _filler_name(args), _slot_range(args)
     _check_paths(args.source, args.out)
     if args.span < 1:
         raise OptionError(f"--span {args.span}: must be at least 1 slot")
-    filler = make_filler(name, checkpoint=args.checkpoint, device=pick_device(args.device),
-                         shards=args.shards if name == "crossband" and args.checkpoint is None else None)
+    filler = bench_filler(name, checkpoint=args.checkpoint, device=pick_device(args.device),
+                          shards=args.shards if name == "crossband" and args.checkpoint is None else None)
     with own_directory(args.out, "suvi-fill fill"):
         shards = args.shards
         if shards is None:

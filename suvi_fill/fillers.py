@@ -479,13 +479,10 @@ FILLERS = {
 CLASSICAL = ("nearest", "derotated", "linear", "optical_flow", "blend")
 
 # %% ../nbs/suvi_fill/50_fillers.ipynb 81
-def make_filler(name: str, checkpoint=None, device="cpu", shards=None) -> Filler:
-    """The filler called `name` (one of `FILLERS`); `learned` needs `checkpoint`; `crossband` takes its
-    coefficients from the corpus `shards` (`bench.crossband_coefficients`: fit on its train split once,
-    kept beside the manifest) or else from `checkpoint` (a crossband.json)."""
+def make_filler(name: str, checkpoint=None, device="cpu") -> Filler:
+    """The filler called `name` (one of `FILLERS`); `learned` needs `checkpoint` (a trainer's best.pt),
+    `crossband` its coefficients as `checkpoint` (a crossband.json; `bench.bench_filler` takes them
+    from a corpus instead)."""
     if name not in FILLERS:
         raise OptionError(f"unknown filler {name!r}: choose one of {', '.join(FILLERS)}")
-    if name == "crossband" and shards is not None:
-        from suvi_fill.bench import crossband_coefficients
-        return crossband_filler(crossband_coefficients(shards, device=device), device)
     return FILLERS[name](checkpoint=checkpoint, device=device)
