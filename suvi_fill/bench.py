@@ -59,9 +59,10 @@ PARTIAL_SAMPLES = 32
 #: A target may be drawn this many times (each with its own pinned damage) for the partial set:
 #: short test splits have fewer eligible targets at long gaps than `PARTIAL_SAMPLES`.
 PARTIAL_ROUNDS = 4
-#: The cross-band fit: partial-loss samples per gap of the train split, and its damage seed
+#: The cross-band fit: partial-loss samples per gap of the train split (a fit per gap: 64 give each
+#: (lost band, kept pattern) of the common patterns ten or more scenes), and its damage seed
 #: (another stream than the bench's, on another split).
-CROSSBAND_SAMPLES, CROSSBAND_SEED = 32, 1
+CROSSBAND_SAMPLES, CROSSBAND_SEED = 64, 1
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 5
 def as_corpus(corpus, shards_dir) -> Corpus:

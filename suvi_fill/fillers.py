@@ -26,8 +26,8 @@ __all__ = ['FLOW_PYR_SCALE', 'FLOW_WINDOW_FRACTION', 'FLOW_ITERATIONS', 'FLOW_PO
            'CLASSICAL', 'prepare', 'holders', 'nearest_frame', 'bracket', 'fillable', 'Filler', 'Nearest', 'Derotated',
            'time_weights', 'Linear', 'display_u8', 'farneback', 'warp_by', 'one_sided_flow', 'OpticalFlow',
            'ModelFiller', 'blend_filler', 'neighbour_blend', 'from_display', 'kept_bands', 'crossband_terms',
-           'CrossBandFit', 'check_crossband', 'load_crossband', 'save_crossband', 'CrossBand', 'crossband_filler',
-           'learned_filler', 'make_filler']
+           'band_gap', 'CrossBandFit', 'check_crossband', 'load_crossband', 'save_crossband', 'CrossBand',
+           'crossband_filler', 'learned_filler', 'make_filler']
 
 # %% ../nbs/suvi_fill/50_fillers.ipynb 6
 def _tensor_form(sample) -> tuple:
@@ -342,12 +342,17 @@ def crossband_terms(prep: dict, blend: torch.Tensor | None = None) -> tuple:
 
 # %% ../nbs/suvi_fill/50_fillers.ipynb 66
 def _pattern_key(lost_band: int, kept) -> str:
-    "`'171:94,131,195'`: the lost wavelength and the kept wavelengths (the file's key of one fit)."
+    "`'171:94,131,195'`: the lost wavelength and the kept wavelengths (a fit's key, less its gap)."
     return f"{paths.WAVELENGTHS[lost_band]}:" + ",".join(str(paths.WAVELENGTHS[b]) for b in kept)
 
 
+def band_gap(prep: dict, band: int) -> int:
+    "Slots from the target to the nearest frame holding band index `band` (it has holders)."
+    return int(np.min(np.asarray(prep["slot_gaps"])[holders(prep, band)]))
+
+
 class CrossBandFit:
-    "Normal equations of the cross-band correction, per (lost band, kept pattern), over added samples."
+    "Normal equations of the cross-band correction, per (lost band, kept pattern, gap), over added samples."
 
     def __init__(self):
         self.terms = {}
@@ -361,8 +366,9 @@ class CrossBandFit:
         x = np.concatenate([np.ones((1,) + residuals.shape[1:]), residuals]).reshape(len(kept) + 1, -1)
         for b in np.flatnonzero(fillable(prep)):
             y = (coding.to_display(truth[b], paths.WAVELENGTHS[b], coded=True) - shown[b]).reshape(-1)
-            xtx, xty, n, pixels = self.terms.get(_pattern_key(b, kept), (0.0, 0.0, 0, 0))
-            self.terms[_pattern_key(b, kept)] = (xtx + x @ x.T, xty + x @ y, n + 1, pixels + y.size)
+            key = f"{_pattern_key(b, kept)}@{band_gap(prep, b)}"
+            xtx, xty, n, pixels = self.terms.get(key, (0.0, 0.0, 0, 0))
+            self.terms[key] = (xtx + x @ x.T, xty + x @ y, n + 1, pixels + y.size)
 
     def solve(self, ridge: float = CROSSBAND_RIDGE, min_samples: int = CROSSBAND_MIN_SAMPLES, **source) -> dict:
         "The coefficients dict (see `check_crossband`); `source` (manifest, split, ...) is recorded as given."
@@ -391,11 +397,14 @@ def check_crossband(coefficients, where="crossband coefficients") -> dict:
     if not isinstance(fits, dict):
         raise bad("fits", "is not an object")
     for key, fit in fits.items():
-        lost, _, kept = str(key).partition(":")
+        pattern, _, gap = str(key).partition("@")
+        lost, _, kept = pattern.partition(":")
         try:
             bands = [paths.WAVELENGTHS.index(int(lost))] + [paths.WAVELENGTHS.index(int(w)) for w in kept.split(",")]
+            if int(gap) < 1:
+                raise ValueError(gap)
         except ValueError:
-            raise bad(f"fits.{key}", "is not 'LOST:KEPT,KEPT,...' of SUVI wavelengths") from None
+            raise bad(f"fits.{key}", "is not 'LOST:KEPT,KEPT,...@GAP' of SUVI wavelengths and slots") from None
         weights = fit.get("weights") if isinstance(fit, dict) else None
         if (not isinstance(weights, list) or len(weights) != len(bands)
                 or not all(isinstance(w, (int, float)) and math.isfinite(w) for w in weights)):
@@ -432,14 +441,25 @@ class CrossBand(Filler):
         "`coefficients`: a crossband.json dict (`CrossBandFit.solve`, `load_crossband`)."
         super().__init__(device)
         self.coefficients = check_crossband(coefficients)
-        self.weights = {key: np.asarray(fit["weights"], np.float64) for key, fit in coefficients["fits"].items()}
+        self.weights = {}
+        for key, fit in coefficients["fits"].items():
+            pattern, _, gap = key.partition("@")
+            self.weights.setdefault(pattern, {})[int(gap)] = np.asarray(fit["weights"], np.float64)
+
+    def weights_for(self, prep: dict, band: int, kept):
+        "The weights for lost `band` with `kept`, at the fitted gap nearest (log slots) the band's; None if never fit."
+        fitted = self.weights.get(_pattern_key(band, kept)) if len(kept) else None
+        if not fitted:
+            return None
+        gap = band_gap(prep, band)
+        return fitted[min(fitted, key=lambda g: (abs(math.log(g) - math.log(max(gap, 1))), g))]
 
     def predict(self, prep):
         blend = neighbour_blend(prep)
         out = blend.clone()
         kept, shown, residuals = crossband_terms(prep, blend)
         for b in np.flatnonzero(fillable(prep)):
-            weights = self.weights.get(_pattern_key(b, kept)) if len(kept) else None
+            weights = self.weights_for(prep, b, kept)
             if weights is None:
                 continue                               # kept nothing, or a pattern never fit: the blend
             corrected = shown[b] + weights[0] + np.tensordot(weights[1:], residuals, axes=1)
