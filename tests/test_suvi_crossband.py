@@ -14,7 +14,7 @@ from suvi_fill.corpus import Corpus
 from test_suvi_fillers import ENV, fill_corpus  # noqa: F401 (fixture)
 
 #: A fit small enough for a test: two gaps, a few samples each, every pattern kept.
-FIT = {"gaps": (1, 4), "count": 8}
+FIT = {"gaps": (1, 4), "count": 24}
 
 
 def slots_of(corpus, split) -> set:
