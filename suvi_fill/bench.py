@@ -15,15 +15,17 @@ import numpy as np
 from suvi_fill import availability as availability_module, dataset, paths, samples, segments
 from suvi_fill.coding import band_psnr
 from suvi_fill.corpus import MANIFEST, Corpus
-from suvi_fill.errors import InvalidData, OptionError
+from suvi_fill.errors import DataError, InvalidData, OptionError
 from suvi_fill.files import atomic_write, atomic_write_json
 from suvi_fill.outputs import own_directory, writing
 
 # %% auto 0
 __all__ = ['GAPS', 'SAMPLES', 'SIDE_DEFINITIONS', 'SIDES', 'BENCH_SEED', 'GOAL_MARGIN_DB', 'BLEND_MARGIN_DB', 'PARTIAL_MARGIN_DB',
-           'PARTIAL_MIN_GAP', 'LOSS_KINDS', 'BENCH_JSON', 'BENCH_MD', 'BENCH_PNG', 'FILLER_ORDER', 'as_corpus',
-           'split_segments', 'split_targets', 'eligible', 'one_sided_inside', 'BenchSet', 'summarise', 'parse_gaps',
-           'run_bench', 'loss_kind', 'loss_table', 'goal', 'further_goals', 'format_tables', 'plot_bench',
+           'PARTIAL_MIN_GAP', 'LOSS_KINDS', 'BENCH_JSON', 'BENCH_MD', 'BENCH_PNG', 'FILLER_ORDER', 'PARTIAL_SAMPLES',
+           'PARTIAL_ROUNDS', 'CROSSBAND_SAMPLES', 'CROSSBAND_SEED', 'as_corpus', 'split_segments', 'split_targets',
+           'eligible', 'one_sided_inside', 'partial_model', 'partial_sampler', 'partial_draws', 'BenchSet', 'summarise',
+           'standard_error', 'parse_gaps', 'run_bench', 'loss_kind', 'loss_table', 'goal', 'further_goals',
+           'fit_crossband', 'crossband_source', 'crossband_coefficients', 'bench_filler', 'format_tables', 'plot_bench',
            'write_outputs', 'bench_command']
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 3
@@ -49,7 +51,18 @@ PARTIAL_MARGIN_DB, PARTIAL_MIN_GAP = 2.0, 16
 #: The two kinds of loss the bench also reports apart: the whole frame lost, or some bands kept.
 LOSS_KINDS = {"whole": "lost the whole frame", "partial": "kept some of their bands"}
 BENCH_JSON, BENCH_MD, BENCH_PNG = "bench.json", "bench.md", "bench.png"
-FILLER_ORDER = ("nearest", "derotated", "linear", "optical_flow", "blend", "learned")
+FILLER_ORDER = ("nearest", "derotated", "linear", "optical_flow", "blend", "crossband", "learned")
+#: Partial-loss samples per gap, drawn apart from the `SAMPLES` mix (where a few in eight are
+#: partial): 32 put the standard error of a row near 0.2-0.5 dB on the synthetic corpus, so a
+#: 0.5 dB difference between two fillers on the same samples is more than noise.
+PARTIAL_SAMPLES = 32
+#: A target may be drawn this many times (each with its own pinned damage) for the partial set:
+#: short test splits have fewer eligible targets at long gaps than `PARTIAL_SAMPLES`.
+PARTIAL_ROUNDS = 4
+#: The cross-band fit: partial-loss samples per gap of the train split (a fit per gap: 64 give each
+#: (lost band, kept pattern) of the common patterns ten or more scenes), and its damage seed
+#: (another stream than the bench's, on another split).
+CROSSBAND_SAMPLES, CROSSBAND_SEED = 64, 1
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 5
 def as_corpus(corpus, shards_dir) -> Corpus:
@@ -91,6 +104,44 @@ def one_sided_inside(inside: np.ndarray) -> np.ndarray:
     return out
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 14
+def partial_model(availability):
+    """`availability` restricted to its partial-loss patterns (some band kept), weighted as the
+    archive has them; None when it has none."""
+    keep = ~availability.patterns.all(axis=1)
+    if not keep.any():
+        return None
+    return availability_module.Availability(availability.slot_numbers, availability.satellites,
+                                            availability.present, availability.quality,
+                                            availability.patterns[keep], availability.pattern_counts[keep])
+
+# %% ../nbs/suvi_fill/51_bench.ipynb 16
+def partial_sampler(bench) -> samples.Sampler | None:
+    "The sampler of `bench` (a `BenchSet`) that draws partial-loss damage only; None when its model has none."
+    model = partial_model(bench.availability)
+    if model is None:
+        return None
+    return samples.Sampler(bench.shards, satellites=bench.satellites, availability=model, seed=bench.seed,
+                           offsets=bench.base_offsets, segments=bench.segments, calibration=bench.calibration())
+
+
+def partial_draws(bench, gap: int, count: int):
+    "`BenchSet.partial_samples`: evenly spaced over `PARTIAL_ROUNDS` passes of the eligible targets, then the rest."
+    pool = bench.eligible(gap)
+    if not pool or count < 1 or bench.sampler(partial=True) is None:
+        return
+    draws = len(pool) * PARTIAL_ROUNDS
+    first = sorted({int(i * draws / count) for i in range(min(count, draws))})
+    taken = set(first)
+    made = 0
+    for position in first + [i for i in range(draws) if i not in taken]:
+        sample = bench.build(gap, pool[position % len(pool)], position, partial=True)
+        if sample is not None:
+            yield sample
+            made += 1
+            if made >= count:
+                return
+
+# %% ../nbs/suvi_fill/51_bench.ipynb 17
 class BenchSet:
     """The bench's samples of one split of a corpus.
 
@@ -122,10 +173,15 @@ class BenchSet:
                  for sat in self.satellites]
         names = [n for n in names if (self.directory / n).exists()]
         self.shards = segments.open_shards(self.directory, names) if names else {}
-        self._sampler = None
+        self._sampler, self._partial = None, {}
 
-    def sampler(self) -> samples.Sampler:
-        "The split's sampler: one serves every gap (`Sampler.build_gap` widens its anchors per gap)."
+    def sampler(self, partial: bool = False) -> samples.Sampler | None:
+        """The split's sampler: one serves every gap (`Sampler.build_gap` widens its anchors per gap);
+        `partial`: the one drawing partial-loss damage only (`partial_model`), None when the model has none."""
+        if partial:
+            if "sampler" not in self._partial:
+                self._partial["sampler"] = partial_sampler(self)
+            return self._partial["sampler"]
         if self._sampler is None:
             self._sampler = samples.Sampler(self.shards, satellites=self.satellites,
                                             availability=self.availability, seed=self.seed,
@@ -141,14 +197,14 @@ class BenchSet:
         "The split's targets with frames exactly `gap` slots away inside the split, on `self.sides`."
         return [t for t in self.targets if eligible(self.segments, self.satellites, t, gap, self.sides)]
 
-    def build(self, gap: int, target, position: int):
-        "The sample of `target` at `gap` with its pinned damage, or None."
-        rng = np.random.default_rng([self.seed, int(gap), int(position)])
+    def build(self, gap: int, target, position: int, partial: bool = False):
+        "The sample of `target` at `gap` with its pinned damage (partial-loss damage with `partial`), or None."
+        rng = np.random.default_rng([self.seed, int(gap), int(position)] + ([1] if partial else []))
         inside = None                              # bracketed: the sampler's own split mask
         if self.sides == "one-sided":
             inside = one_sided_inside(samples.inside_mask(self.segments, self.satellites, target[1],
                                                           samples.gap_offsets(gap, self.base_offsets)[-1]))
-        return self.sampler().build_gap(target[0], target[1], rng, gap, exact=True, inside=inside)
+        return self.sampler(partial).build_gap(target[0], target[1], rng, gap, exact=True, inside=inside)
 
     def samples(self, gap: int, count: int):
         "Yield up to `count` samples of gap `gap` (see above)."
@@ -167,6 +223,10 @@ class BenchSet:
                 if made >= count:
                     return
 
+    def partial_samples(self, gap: int, count: int = PARTIAL_SAMPLES):
+        "Yield up to `count` partial-loss samples of gap `gap`: each eligible target up to `PARTIAL_ROUNDS` times."
+        yield from partial_draws(self, gap, count)
+
     def close(self):
         segments.close_shards(self.shards)
         self.shards = {}
@@ -174,7 +234,7 @@ class BenchSet:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 16
+# %% ../nbs/suvi_fill/51_bench.ipynb 19
 def summarise(psnr, lost) -> tuple:
     "`(mean dB or None, {band: dB})` of stacked per-sample `psnr` (N, 6) over `lost` (N, 6)."
     psnr, lost = np.asarray(psnr, np.float64).reshape(-1, 6), np.asarray(lost, bool).reshape(-1, 6)
@@ -184,7 +244,18 @@ def summarise(psnr, lost) -> tuple:
                 for b, w in enumerate(paths.WAVELENGTHS) if lost[:, b].any()}
     return round(float(psnr[lost].mean()), 3), per_band
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 19
+# %% ../nbs/suvi_fill/51_bench.ipynb 21
+def standard_error(psnr, lost):
+    """Standard error (dB) of the mean over samples of each sample's mean PSNR over its lost bands,
+    `psnr` (N, 6), `lost` (N, 6); None below two samples."""
+    psnr, lost = np.asarray(psnr, np.float64).reshape(-1, 6), np.asarray(lost, bool).reshape(-1, 6)
+    pick = lost.any(1)
+    per_sample = (psnr * lost).sum(1)[pick] / lost.sum(1)[pick]
+    if len(per_sample) < 2:
+        return None
+    return round(float(per_sample.std(ddof=1) / np.sqrt(len(per_sample))), 3)
+
+# %% ../nbs/suvi_fill/51_bench.ipynb 24
 def parse_gaps(text) -> tuple:
     "'1,4,16' -> (1, 4, 16); a one-line error for anything but positive integers."
     try:
@@ -195,10 +266,29 @@ def parse_gaps(text) -> tuple:
         raise OptionError(f"--gaps {text!r}: gaps must be positive slot counts")
     return tuple(sorted(set(gaps)))
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 20
+# %% ../nbs/suvi_fill/51_bench.ipynb 25
+def _score(drawn, fillers: dict, device, gap: int, bar) -> tuple:
+    "`(rows {filler: [band PSNR (6,)]}, lost masks, [[satellite, slot]])` of every filler on the samples `drawn`."
+    from suvi_fill.fillers import prepare
+    rows, losts, chosen = {name: [] for name in fillers}, [], []
+    for sample in drawn:
+        prep = prepare(sample, device)
+        for name, filler in fillers.items():
+            prediction = filler(prep)
+            if np.isnan(prediction[sample.lost]).any():
+                raise RuntimeError(f"filler {name} left a lost band unfilled on (g{sample.satellite}, "
+                                   f"slot {sample.when}) at gap {gap}")
+            rows[name].append(band_psnr(prediction, sample.target))
+        losts.append(sample.lost)
+        chosen.append([int(sample.satellite), int(sample.when)])
+        bar.update(1)
+    return rows, losts, chosen
+
+# %% ../nbs/suvi_fill/51_bench.ipynb 26
 def run_bench(shards_dir, corpus, availability, fillers: dict, gaps=GAPS, count=SAMPLES, split="test",
-              seed=BENCH_SEED, device="cpu", progress=True, sides=SIDES[0]) -> dict:
-    "Score `fillers` (`{name: Filler}`) on `count` samples per gap of `corpus` (a `Corpus` or manifest dict); returns the bench.json dict."
+              seed=BENCH_SEED, device="cpu", progress=True, sides=SIDES[0], partial_count=PARTIAL_SAMPLES) -> dict:
+    """Score `fillers` (`{name: Filler}`) on `count` samples per gap of `corpus` (a `Corpus` or manifest dict),
+    and apart on `partial_count` partial-loss samples per gap; returns the bench.json dict."""
     corpus = as_corpus(corpus, shards_dir)
     from suvi_fill.progress import progress_bar
     from suvi_fill.fillers import prepare
@@ -206,40 +296,38 @@ def run_bench(shards_dir, corpus, availability, fillers: dict, gaps=GAPS, count=
     base = next((f.offsets for f in fillers.values() if f.offsets), None)
     psnr = {name: {} for name in fillers}
     lost_of, targets = {}, {}
-    bar = progress_bar(total=len(gaps) * count, desc="bench", unit="sample", quiet=not progress, leave=False)
+    partial_psnr, partial_lost, partial_targets = {name: {} for name in fillers}, {}, {}
+    bar = progress_bar(total=len(gaps) * (count + partial_count), desc="bench", unit="sample",
+                       quiet=not progress, leave=False)
     with BenchSet(shards_dir, corpus, availability, split, seed, base, sides) as bench:
         for gap in gaps:
-            rows, losts, chosen = {name: [] for name in fillers}, [], []
-            for sample in bench.samples(gap, count):
-                prep = prepare(sample, device)
-                truth = sample.target
-                for name, filler in fillers.items():
-                    prediction = filler(prep)
-                    if np.isnan(prediction[sample.lost]).any():
-                        raise RuntimeError(f"filler {name} left a lost band unfilled on (g{sample.satellite}, "
-                                           f"slot {sample.when}) at gap {gap}")
-                    rows[name].append(band_psnr(prediction, truth))
-                losts.append(sample.lost)
-                chosen.append([int(sample.satellite), int(sample.when)])
-                bar.update(1)
-            bar.update(count - len(losts))
-            for name in fillers:
-                psnr[name][gap] = np.array(rows[name]).reshape(-1, 6)
-            lost_of[gap] = np.array(losts, bool).reshape(-1, 6)
-            targets[str(gap)] = chosen
+            for draw, scores, lost_by, where, wanted in (
+                    (bench.samples, psnr, lost_of, targets, count),
+                    (bench.partial_samples, partial_psnr, partial_lost, partial_targets, partial_count)):
+                rows, losts, chosen = _score(draw(gap, wanted) if wanted > 0 else (), fillers, device, gap, bar)
+                bar.update(wanted - len(losts))
+                for name in fillers:
+                    scores[name][gap] = np.array(rows[name]).reshape(-1, 6)
+                lost_by[gap] = np.array(losts, bool).reshape(-1, 6)
+                where[str(gap)] = chosen
     bar.close()
-    table, per_band = {}, {}
+    table, per_band, stderr = {}, {}, {}
     for name in fillers:
-        table[name], per_band[name] = {}, {}
+        table[name], per_band[name], stderr[name] = {}, {}, {}
         for gap in gaps:
             mean, bands = summarise(psnr[name][gap], lost_of[gap])
             table[name][str(gap)], per_band[name][str(gap)] = mean, bands
-    by_loss = {kind: loss_table(psnr, lost_of, gaps, kind) for kind in LOSS_KINDS}
-    result = {"table": table, "per_band": per_band, "by_loss": by_loss,
+            stderr[name][str(gap)] = standard_error(psnr[name][gap], lost_of[gap])
+    # Whole-frame losses from the mix; partial losses from their own set (the mix holds too few).
+    by_loss = {"whole": loss_table(psnr, lost_of, gaps, "whole"),
+               "partial": loss_table(partial_psnr, partial_lost, gaps, "partial")}
+    by_loss["partial"]["targets"] = partial_targets
+    result = {"table": table, "stderr": stderr, "per_band": per_band, "by_loss": by_loss,
               "samples": {str(g): int(len(lost_of[g])) for g in gaps},
               "gaps": [int(g) for g in gaps], "fillers": list(fillers), "split": split, "seed": int(seed),
               "sides": sides,
-              "requested_samples": int(count), "manifest": corpus.digest,
+              "requested_samples": int(count), "requested_partial_samples": int(partial_count),
+              "manifest": corpus.digest,
               "resolution": corpus.resolution, "shards": str(shards_dir),
               "metric": "mean display PSNR (dB) over (sample, lost band), hard bench mapping (suvi_fill.metrics)",
               "gap_definition": "slots from the target to the nearest frame holding each lost band (any satellite), "
@@ -248,7 +336,7 @@ def run_bench(shards_dir, corpus, availability, fillers: dict, gaps=GAPS, count=
     result["goal"] = goal(table, gaps) | further_goals(table, by_loss["partial"]["table"], gaps)
     return result
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 22
+# %% ../nbs/suvi_fill/51_bench.ipynb 28
 def loss_kind(lost: np.ndarray) -> np.ndarray:
     "Per sample of `lost` (N, 6): 'whole' when every band is lost, else 'partial'."
     lost = np.asarray(lost, bool).reshape(-1, 6)
@@ -256,16 +344,17 @@ def loss_kind(lost: np.ndarray) -> np.ndarray:
 
 
 def loss_table(psnr: dict, lost_of: dict, gaps, kind: str) -> dict:
-    "`{'table': {filler: {gap: dB}}, 'samples': {gap: n}}` over the samples of loss `kind` only."
-    table, counts = {name: {} for name in psnr}, {}
+    "`{'table': {filler: {gap: dB}}, 'stderr': {filler: {gap: dB}}, 'samples': {gap: n}}` over the samples of loss `kind` only."
+    table, errors, counts = {name: {} for name in psnr}, {name: {} for name in psnr}, {}
     for gap in gaps:
         pick = loss_kind(lost_of[gap]) == kind
         counts[str(gap)] = int(pick.sum())
         for name in psnr:
             table[name][str(gap)] = summarise(psnr[name][gap][pick], lost_of[gap][pick])[0] if pick.any() else None
-    return {"table": table, "samples": counts}
+            errors[name][str(gap)] = standard_error(psnr[name][gap][pick], lost_of[gap][pick])
+    return {"table": table, "stderr": errors, "samples": counts}
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 24
+# %% ../nbs/suvi_fill/51_bench.ipynb 30
 def goal(table: dict, gaps) -> dict:
     "The learned-vs-optical-flow margins per gap and whether the >= GOAL_MARGIN_DB goal is met."
     out = {"rule": f"learned >= optical_flow + {GOAL_MARGIN_DB} dB at every gap"}
@@ -297,21 +386,86 @@ def further_goals(table: dict, partial: dict, gaps) -> dict:
             "partial_rule": f"on partial losses, learned >= blend + {PARTIAL_MARGIN_DB} dB at gaps >= {PARTIAL_MIN_GAP}",
             "partial_margins": part["margins"], "partial_met": part["met"]}
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 26
+# %% ../nbs/suvi_fill/51_bench.ipynb 32
+def fit_crossband(shards_dir, corpus, availability, gaps=GAPS, count=CROSSBAND_SAMPLES, seed=CROSSBAND_SEED,
+                  split="train", device="cpu", progress=False) -> dict:
+    """The `crossband` filler's coefficients (`fillers.CrossBandFit`) from `count` partial-loss samples per
+    gap of `split` (the train split: the test split the bench scores is never read)."""
+    from suvi_fill.fillers import CrossBandFit, prepare
+    from suvi_fill.progress import progress_bar
+    corpus = as_corpus(corpus, shards_dir)
+    fit = CrossBandFit()
+    with BenchSet(shards_dir, corpus, availability, split, seed) as chosen, \
+            progress_bar(total=len(gaps) * count, desc="crossband fit", unit="sample", quiet=not progress,
+                         leave=False) as bar:
+        for gap in gaps:
+            for sample in chosen.partial_samples(gap, count):
+                fit.add(prepare(sample, device))
+                bar.update(1)
+    return fit.solve(**crossband_source(corpus, gaps, count, seed, split))
+
+
+def crossband_source(corpus, gaps, count, seed, split="train") -> dict:
+    "What a fit is of: the `source` record of its coefficients (a cached fit is reused only when it matches)."
+    return {"manifest": corpus.digest, "resolution": corpus.resolution, "split": split,
+            "gaps": [int(g) for g in gaps], "samples": int(count), "seed": int(seed)}
+
+# %% ../nbs/suvi_fill/51_bench.ipynb 33
+def crossband_coefficients(shards_dir, corpus=None, availability=None, gaps=GAPS, count=CROSSBAND_SAMPLES,
+                           seed=CROSSBAND_SEED, device="cpu", progress=False) -> dict:
+    """The coefficients of the corpus in `shards_dir`: its `crossband.json` when that is a fit of this
+    corpus (manifest digest) with these settings, else a fresh `fit_crossband` on the train split, kept
+    as `crossband.json` beside the manifest (written atomically; a corpus that cannot be written to
+    is fit again next time)."""
+    from suvi_fill.fillers import CROSSBAND_FILE, load_crossband, save_crossband
+    shards_dir = Path(shards_dir)
+    corpus = Corpus.open(shards_dir / MANIFEST, shards_dir) if corpus is None else as_corpus(corpus, shards_dir)
+    path = shards_dir / CROSSBAND_FILE
+    try:
+        cached = load_crossband(path)
+        if cached.get("source") == crossband_source(corpus, gaps, count, seed):
+            return cached
+    except DataError:
+        pass                                           # none, or stale/damaged: fit again
+    if availability is None:
+        availability = availability_module.Availability.load(shards_dir / availability_module.AVAILABILITY)
+    coefficients = fit_crossband(shards_dir, corpus, availability, gaps, count, seed, device=device,
+                                 progress=progress)
+    try:
+        save_crossband(path, coefficients)
+    except OSError:
+        pass
+    return coefficients
+
+# %% ../nbs/suvi_fill/51_bench.ipynb 34
+def bench_filler(name: str, checkpoint=None, device="cpu", shards=None):
+    """`fillers.make_filler`, except that `crossband` with a corpus `shards` takes that corpus's coefficients
+    (`crossband_coefficients`: fit on its train split once, kept beside the manifest)."""
+    from suvi_fill.fillers import crossband_filler, make_filler
+    if name == "crossband" and shards is not None:
+        return crossband_filler(crossband_coefficients(shards, device=device), device)
+    return make_filler(name, checkpoint=checkpoint, device=device)
+
+# %% ../nbs/suvi_fill/51_bench.ipynb 36
 def format_tables(result: dict) -> str:
     "bench.md: the mean table, the per-band tables and the goal, as markdown."
     gaps = [str(g) for g in result["gaps"]]
     cell = lambda v: "—" if v is None else f"{v:.2f}"
+    # A mean with its standard error over samples (bench.json's `stderr`; older files have none).
+    plus = lambda v, e: cell(v) if v is None or e is None else f"{v:.2f} ± {e:.2f}"
     sides = result.get("sides", SIDES[0])
     lines = [f"# Filler bench: {result['split']} split, {sides} gaps, manifest {result['manifest'][:12]}, "
              f"{result['resolution']} px", "",
              f"Mean display PSNR (dB) per (sample, lost band); gap = slots to the nearest frame "
-             f"holding the band ({paths.SLOT_SECONDS // 60} min each), {SIDE_DEFINITIONS[sides]}.", "",
+             f"holding the band ({paths.SLOT_SECONDS // 60} min each), {SIDE_DEFINITIONS[sides]}; "
+             "± one standard error over samples.", "",
              "| filler | " + " | ".join(f"gap {g}" for g in gaps) + " |",
              "|---|" + "---:|" * len(gaps),
              "| samples | " + " | ".join(str(result["samples"][g]) for g in gaps) + " |"]
+    errors = result.get("stderr", {})
     for name in result["fillers"]:
-        lines.append(f"| {name} | " + " | ".join(cell(result["table"][name][g]) for g in gaps) + " |")
+        lines.append(f"| {name} | " + " | ".join(plus(result["table"][name][g], errors.get(name, {}).get(g))
+                                                 for g in gaps) + " |")
     g = result.get("goal", {})
     if g.get("margins"):
         lines += ["", f"Goal ({g['rule']}): {'met' if g['met'] else 'NOT met'}; margins (dB): "
@@ -334,7 +488,8 @@ def format_tables(result: dict) -> str:
                   "| filler | " + " | ".join(f"gap {g}" for g in gaps) + " |", "|---|" + "---:|" * len(gaps),
                   "| samples | " + " | ".join(str(part["samples"][g]) for g in gaps) + " |"]
         for name in result["fillers"]:
-            lines.append(f"| {name} | " + " | ".join(cell(part["table"][name][g]) for g in gaps) + " |")
+            lines.append(f"| {name} | " + " | ".join(plus(part["table"][name][g], part.get("stderr", {}).get(name, {}).get(g))
+                                                     for g in gaps) + " |")
     for name in result["fillers"]:
         lines += ["", f"## {name}: per band (dB)", "",
                   "| gap | " + " | ".join(f"{w} Å" for w in paths.WAVELENGTHS) + " |",
@@ -344,7 +499,7 @@ def format_tables(result: dict) -> str:
             lines.append(f"| {gap} | " + " | ".join(cell(bands.get(str(w))) for w in paths.WAVELENGTHS) + " |")
     return "\n".join(lines) + "\n"
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 27
+# %% ../nbs/suvi_fill/51_bench.ipynb 37
 def plot_bench(result: dict, axis=None):
     "PSNR against gap, one line per filler (gaps without samples left out); returns the figure."
     import matplotlib
@@ -367,9 +522,9 @@ def plot_bench(result: dict, axis=None):
         axis.legend()
     return figure
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 28
+# %% ../nbs/suvi_fill/51_bench.ipynb 38
 def write_outputs(result: dict, out) -> dict:
-    "Write bench.json, bench.md and bench.png into `out` atomically; returns their paths (`WriteFailed` naming a file that could not be written)."
+    "Write bench.json, bench.md and bench.png into `out` atomically; returns their paths (`WriteError` naming a file that could not be written)."
     out = Path(out)
     written = {"json": out / BENCH_JSON, "md": out / BENCH_MD, "png": out / BENCH_PNG}
     buffer = io.BytesIO()
@@ -382,7 +537,7 @@ def write_outputs(result: dict, out) -> dict:
         atomic_write(written["png"], buffer.getvalue())
     return written
 
-# %% ../nbs/suvi_fill/51_bench.ipynb 30
+# %% ../nbs/suvi_fill/51_bench.ipynb 40
 def bench_command(parser):
     "`suvi-fill bench`: score the fillers on the test split at several gaps."
     parser.add_argument("--shards", required=True, type=Path, help="corpus directory (suvi-fill build --out)")
@@ -392,6 +547,8 @@ def bench_command(parser):
     parser.add_argument("--gaps", default=",".join(str(g) for g in GAPS),
                         help=f"gaps in slots, comma-separated (default {','.join(str(g) for g in GAPS)})")
     parser.add_argument("--samples", type=int, default=SAMPLES, help=f"samples per gap (default {SAMPLES})")
+    parser.add_argument("--partial-samples", type=int, default=PARTIAL_SAMPLES,
+                        help=f"partial-loss samples per gap, scored apart (default {PARTIAL_SAMPLES}; 0: none)")
     parser.add_argument("--out", required=True, type=Path, help="directory for bench.json, bench.md, bench.png")
     parser.add_argument("--split", default="test", choices=segments.SPLITS, help="split to score (default test)")
     parser.add_argument("--fillers", default=None,
@@ -407,10 +564,11 @@ def bench_command(parser):
 
     def run(args) -> int:
         from suvi_fill.device import pick_device
-        from suvi_fill.fillers import make_filler
         gaps = parse_gaps(args.gaps)
         if args.samples < 1:
             raise OptionError(f"--samples {args.samples}: must be at least 1")
+        if args.partial_samples < 0:
+            raise OptionError(f"--partial-samples {args.partial_samples}: must be at least 0")
         corpus = Corpus.open(args.manifest or args.shards / MANIFEST, args.shards)
         trace = availability_module.Availability.load(args.availability or args.shards / availability_module.AVAILABILITY)
         device = pick_device(args.device)
@@ -421,10 +579,11 @@ def bench_command(parser):
         unknown = [n for n in names if n not in FILLER_ORDER]
         if unknown:
             raise OptionError(f"--fillers: unknown {', '.join(unknown)} (choose from {', '.join(FILLER_ORDER)})")
-        fillers = {n: make_filler(n, checkpoint=args.checkpoint, device=device) for n in names}
+        fillers = {n: bench_filler(n, checkpoint=args.checkpoint, device=device, shards=args.shards) for n in names}
         with own_directory(args.out, "suvi-fill bench"):       # one writer per --out
             result = run_bench(args.shards, corpus, trace, fillers, gaps, args.samples, args.split, args.seed,
-                               device, progress=not args.quiet, sides=args.sides)
+                               device, progress=not args.quiet, sides=args.sides,
+                               partial_count=args.partial_samples)
             result["checkpoint"] = None if args.checkpoint is None else str(args.checkpoint)
             written = write_outputs(result, args.out)
         print(format_tables(result).split("\n## ")[0].rstrip())

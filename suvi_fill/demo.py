@@ -202,7 +202,6 @@ def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", 
     this corpus, checkpoint and sides); returns bench.json."""
     from suvi_fill import availability, bench
     from suvi_fill.corpus import Corpus
-    from suvi_fill.fillers import make_filler
     where = Path(out) / "bench" / DEMO_SIDES[sides]
     corpus = Corpus.open(shards)
     sha = _sha256(checkpoint)
@@ -212,12 +211,12 @@ def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", 
         previous = None
     if previous and previous.get("manifest") == corpus.digest and previous.get("checkpoint_sha256") == sha \
             and previous.get("gaps") == list(DEMO_GAPS) and previous.get("requested_samples") == DEMO_SAMPLES \
-            and previous.get("sides") == sides \
+            and previous.get("sides") == sides and previous.get("fillers") == list(bench.FILLER_ORDER) \
             and all((where / n).exists() for n in (bench.BENCH_MD, bench.BENCH_PNG)):
         print(f"[bench] reusing {where / bench.BENCH_JSON}")
         return previous
     trace = availability.Availability.load(shards / availability.AVAILABILITY)
-    fillers = {n: make_filler(n, checkpoint=checkpoint, device=device) for n in bench.FILLER_ORDER}
+    fillers = {n: bench.bench_filler(n, checkpoint=checkpoint, device=device, shards=shards) for n in bench.FILLER_ORDER}
     result = bench.run_bench(shards, corpus, trace, fillers, DEMO_GAPS, DEMO_SAMPLES, device=device,
                              progress=progress, sides=sides)
     result["checkpoint"], result["checkpoint_sha256"] = str(checkpoint), sha

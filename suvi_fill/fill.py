@@ -252,7 +252,7 @@ def fill_archive(source, shards_dir, out, filler, checkpoint=None, span: int = 6
     from suvi_fill.corpus import Corpus
     from suvi_fill.render import FrameSource
     out = Path(out)
-    index, digest = ArchiveIndex(source), checkpoint_digest(checkpoint) if filler.name == "learned" else None
+    index, digest = ArchiveIndex(source), checkpoint_digest(checkpoint) if filler.name in ("learned", "crossband") else None
     offsets = fill_offsets(filler, span)
     reach = max(offsets)
     corpus = Corpus.open(shards_dir)
@@ -324,6 +324,9 @@ def _filler_name(args) -> str:
         raise OptionError(f"--filler {name}: choose one of {', '.join(FILLERS)}")
     if name == "learned" and args.checkpoint is None:
         raise OptionError("--filler learned needs --checkpoint (a trainer's best.pt)")
+    if name == "crossband" and args.checkpoint is None and args.shards is None:
+        raise OptionError("--filler crossband needs its coefficients: --shards DIR (a corpus; fit on its train "
+                          "split once, kept as DIR/crossband.json) or --checkpoint crossband.json")
     if args.checkpoint is not None and not Path(args.checkpoint).is_file():
         raise OptionError(f"--checkpoint {args.checkpoint}: no such file")
     return name
@@ -399,7 +402,7 @@ def run_fill(args) -> int:
     resolution and a stale --shards corpus before any work, and an --out that holds anything; a run that fails
     or is interrupted removes what it wrote.  The report is written last."""
     from suvi_fill.device import pick_device
-    from suvi_fill.fillers import make_filler
+    from suvi_fill.bench import bench_filler
     name, slots = _filler_name(args), _slot_range(args)
     _check_paths(args.source, args.out)
     if args.span < 1:
@@ -408,7 +411,8 @@ def run_fill(args) -> int:
     found = ingest.find_sources(args.source)
     if args.shards is not None:
         _check_corpus_files(args.shards, args.source, found)
-    filler = make_filler(name, checkpoint=args.checkpoint, device=pick_device(args.device))
+    filler = bench_filler(name, checkpoint=args.checkpoint, device=pick_device(args.device),
+                          shards=args.shards if name == "crossband" and args.checkpoint is None else None)
     sources = args.source
     if slots is not None:
         reach = max(fill_offsets(filler, args.span))

@@ -142,14 +142,13 @@ def filler_inspector(shards_dir, checkpoint=None, gaps=None, device="cpu"):
     "An ipywidgets inspector of the bench's samples (see above); returns the widget."
     import ipywidgets as widgets
     from suvi_fill import availability, segments
-    from suvi_fill.bench import GAPS, BenchSet, FILLER_ORDER
-    from suvi_fill.fillers import make_filler
+    from suvi_fill.bench import GAPS, BenchSet, FILLER_ORDER, bench_filler
     from suvi_fill.panel import PlotPanel
     shards_dir = Path(shards_dir)
     manifest = segments.load_manifest(shards_dir / segments.MANIFEST)
     trace = availability.Availability.load(shards_dir / availability.AVAILABILITY)
     names = [n for n in FILLER_ORDER if n != "learned" or checkpoint is not None]
-    fillers = {n: make_filler(n, checkpoint=checkpoint, device=device) for n in names}
+    fillers = {n: bench_filler(n, checkpoint=checkpoint, device=device, shards=shards_dir) for n in names}
     base = next((f.offsets for f in fillers.values() if f.offsets), None)
     c, status, cache, quiet = filler_controls(gaps or GAPS), widgets.Label(), {}, {"on": False}
 

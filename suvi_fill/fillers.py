@@ -5,7 +5,9 @@
 # %% ../nbs/suvi_fill/50_fillers.ipynb 2
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -13,15 +15,19 @@ import torch
 
 from suvi_fill import align, coding, conditioning, model, paths
 from suvi_fill.conditioning import AVAILABLE, BANDS, KIND_TARGET, SAME_SATELLITE, TENSOR_KEYS
-from suvi_fill.errors import OptionError
+from suvi_fill.errors import InvalidData, MissingData, OptionError
+from suvi_fill.files import atomic_write_json
 from suvi_fill.sample import Sample
 from suvi_fill.device import autocast_enabled
 
 # %% auto 0
 __all__ = ['FLOW_PYR_SCALE', 'FLOW_WINDOW_FRACTION', 'FLOW_ITERATIONS', 'FLOW_POLY_N', 'FLOW_POLY_SIGMA', 'BLEND_BASE',
-           'BLEND_DEPTH', 'FILLERS', 'CLASSICAL', 'prepare', 'holders', 'nearest_frame', 'bracket', 'fillable',
-           'Filler', 'Nearest', 'Derotated', 'time_weights', 'Linear', 'display_u8', 'farneback', 'warp_by',
-           'one_sided_flow', 'OpticalFlow', 'ModelFiller', 'blend_filler', 'learned_filler', 'make_filler']
+           'BLEND_DEPTH', 'CROSSBAND_RIDGE', 'CROSSBAND_MIN_SAMPLES', 'CROSSBAND_FILE', 'CROSSBAND_FORMAT', 'FILLERS',
+           'CLASSICAL', 'prepare', 'holders', 'nearest_frame', 'bracket', 'fillable', 'Filler', 'Nearest', 'Derotated',
+           'time_weights', 'Linear', 'display_u8', 'farneback', 'warp_by', 'one_sided_flow', 'OpticalFlow',
+           'ModelFiller', 'blend_filler', 'neighbour_blend', 'from_display', 'kept_bands', 'crossband_terms',
+           'band_gap', 'CrossBandFit', 'check_crossband', 'load_crossband', 'save_crossband', 'CrossBand',
+           'crossband_filler', 'learned_filler', 'make_filler']
 
 # %% ../nbs/suvi_fill/50_fillers.ipynb 6
 def _tensor_form(sample) -> tuple:
@@ -280,7 +286,196 @@ def blend_filler(device="cpu") -> ModelFiller:
     torch.manual_seed(0)
     return ModelFiller(model.build(base=BLEND_BASE, depth=BLEND_DEPTH), "blend", device)
 
-# %% ../nbs/suvi_fill/50_fillers.ipynb 56
+# %% ../nbs/suvi_fill/50_fillers.ipynb 57
+#: Ridge term of the cross-band fit, as a share of the mean diagonal of each pattern's normal
+#: matrix (intercept excluded): small enough to leave a well-posed fit alone (~0.1 % shrinkage),
+#: large enough to keep two nearly collinear kept bands (195 and 284 correlate at +0.8) finite.
+CROSSBAND_RIDGE = 1e-3
+#: A (lost band, kept pattern) is fit only from at least this many train samples: one sample's
+#: pixels share one solar scene, and a fit to one scene is a fit to its noise.
+CROSSBAND_MIN_SAMPLES = 4
+#: The coefficients' file beside the corpus manifest, and its format number.
+CROSSBAND_FILE = "crossband.json"
+CROSSBAND_FORMAT = 1
+
+# %% ../nbs/suvi_fill/50_fillers.ipynb 59
+def neighbour_blend(prep: dict) -> torch.Tensor:
+    """(6, H, W) prior blend of every band from the frames other than the target: the `blend`
+    filler's answer for a lost band, and for a kept band what the blend would say had it been lost."""
+    others = prep["present"] * (prep["condition"][:, KIND_TARGET] < 0.5).float()[:, None]
+    return model.prior_blend(prep["aligned"][None], prep["condition"][None], others[None])[0]
+
+# %% ../nbs/suvi_fill/50_fillers.ipynb 61
+def from_display(shown: np.ndarray, band: int, fallback: np.ndarray) -> np.ndarray:
+    """Asinh-coded values whose display (the bench's hard mapping of band index `band`) is `shown`.
+
+    The mapping clips: where `shown` is at or below 0 (at or above 1) the radiance is `fallback`'s
+    (coded) when that displays the same, else the clip edge, so a correction never invents
+    structure the display cannot show."""
+    vmin, vmax, gamma = coding.DISPLAY_MAPPING[paths.WAVELENGTHS[band]]
+    shown = np.asarray(shown, np.float64)
+    radiance = vmin + vmax * np.clip(shown, 0.0, 1.0) ** (1.0 / gamma)
+    before = coding.decode(np.clip(np.asarray(fallback, np.float32), -1.0, 1.0)).astype(np.float64)
+    radiance = np.where(shown <= 0.0, np.minimum(before, vmin), radiance)
+    radiance = np.where(shown >= 1.0, np.maximum(before, vmin + vmax), radiance)
+    return coding.encode(radiance)
+
+# %% ../nbs/suvi_fill/50_fillers.ipynb 63
+def kept_bands(prep: dict) -> np.ndarray:
+    "Band indices whose residual `crossband` can use: the target holds them and some other frame does."
+    own = prep["present"][0].cpu().numpy() > 0.5
+    lost = prep["lost"].cpu().numpy() > 0.5
+    return np.array([b for b in range(BANDS) if own[b] and not lost[b] and len(holders(prep, b))], int)
+
+
+def crossband_terms(prep: dict, blend: torch.Tensor | None = None) -> tuple:
+    """`(kept, shown_blend (6, H, W), residuals (len(kept), H, W))`, display space, of a prepared sample:
+    the kept bands' observed minus blended displays."""
+    blend = neighbour_blend(prep) if blend is None else blend
+    kept = kept_bands(prep)
+    coded = blend.float().cpu().numpy()
+    shown = np.stack([coding.to_display(coded[b], paths.WAVELENGTHS[b], coded=True) for b in range(BANDS)])
+    target = prep["stack"][0].float().cpu().numpy()
+    residuals = np.stack([coding.to_display(target[b], paths.WAVELENGTHS[b], coded=True) - shown[b]
+                          for b in kept]) if len(kept) else np.zeros((0,) + coded.shape[1:])
+    return kept, shown, residuals
+
+# %% ../nbs/suvi_fill/50_fillers.ipynb 66
+def _pattern_key(lost_band: int, kept) -> str:
+    "`'171:94,131,195'`: the lost wavelength and the kept wavelengths (a fit's key, less its gap)."
+    return f"{paths.WAVELENGTHS[lost_band]}:" + ",".join(str(paths.WAVELENGTHS[b]) for b in kept)
+
+
+def band_gap(prep: dict, band: int) -> int:
+    "Slots from the target to the nearest frame holding band index `band` (it has holders)."
+    return int(np.min(np.asarray(prep["slot_gaps"])[holders(prep, band)]))
+
+
+class CrossBandFit:
+    "Normal equations of the cross-band correction, per (lost band, kept pattern, gap), over added samples."
+
+    def __init__(self):
+        self.terms = {}
+
+    def add(self, prep: dict, truth=None) -> None:
+        "Add one prepared sample (`truth` (6, H, W) coded: the lost bands' answers; default `prep['target']`)."
+        truth = (prep["target"] if truth is None else torch.as_tensor(truth)).float().cpu().numpy()
+        kept, shown, residuals = crossband_terms(prep)
+        if not len(kept):
+            return                                     # nothing kept: the plain blend, nothing to fit
+        x = np.concatenate([np.ones((1,) + residuals.shape[1:]), residuals]).reshape(len(kept) + 1, -1)
+        for b in np.flatnonzero(fillable(prep)):
+            y = (coding.to_display(truth[b], paths.WAVELENGTHS[b], coded=True) - shown[b]).reshape(-1)
+            key = f"{_pattern_key(b, kept)}@{band_gap(prep, b)}"
+            xtx, xty, n, pixels = self.terms.get(key, (0.0, 0.0, 0, 0))
+            self.terms[key] = (xtx + x @ x.T, xty + x @ y, n + 1, pixels + y.size)
+
+    def solve(self, ridge: float = CROSSBAND_RIDGE, min_samples: int = CROSSBAND_MIN_SAMPLES, **source) -> dict:
+        "The coefficients dict (see `check_crossband`); `source` (manifest, split, ...) is recorded as given."
+        fits = {}
+        for key, (xtx, xty, n, pixels) in sorted(self.terms.items()):
+            if n < min_samples:
+                continue
+            penalty = np.eye(len(xty)) * ridge * float(np.mean(np.diag(xtx)[1:]))
+            penalty[0, 0] = 0.0                        # the intercept is not shrunk
+            weights = np.linalg.solve(xtx + penalty, xty)
+            fits[key] = {"weights": [round(float(w), 8) for w in weights], "samples": int(n), "pixels": int(pixels)}
+        return {"format": CROSSBAND_FORMAT, "filler": "crossband", "space": "display", "ridge": ridge,
+                "min_samples": int(min_samples), "source": source, "fits": fits,
+                "unfit": {k: int(v[2]) for k, v in sorted(self.terms.items()) if k not in fits}}
+
+# %% ../nbs/suvi_fill/50_fillers.ipynb 68
+def check_crossband(coefficients, where="crossband coefficients") -> dict:
+    "`coefficients` (a parsed crossband.json) if well formed; `InvalidData` naming `where` and the field otherwise."
+    bad = lambda field, what: InvalidData(f"{where}: field {field!r} {what}; refit (suvi-fill bench refits "
+                                          f"a corpus's {CROSSBAND_FILE})")
+    if not isinstance(coefficients, dict):
+        raise InvalidData(f"{where}: not a JSON object")
+    if coefficients.get("format") != CROSSBAND_FORMAT or coefficients.get("filler") != "crossband":
+        raise bad("format", f"is {coefficients.get('format')!r:.20}, expected {CROSSBAND_FORMAT} (a crossband file)")
+    fits = coefficients.get("fits")
+    if not isinstance(fits, dict):
+        raise bad("fits", "is not an object")
+    for key, fit in fits.items():
+        pattern, _, gap = str(key).partition("@")
+        lost, _, kept = pattern.partition(":")
+        try:
+            bands = [paths.WAVELENGTHS.index(int(lost))] + [paths.WAVELENGTHS.index(int(w)) for w in kept.split(",")]
+            if int(gap) < 1:
+                raise ValueError(gap)
+        except ValueError:
+            raise bad(f"fits.{key}", "is not 'LOST:KEPT,KEPT,...@GAP' of SUVI wavelengths and slots") from None
+        weights = fit.get("weights") if isinstance(fit, dict) else None
+        if (not isinstance(weights, list) or len(weights) != len(bands)
+                or not all(isinstance(w, (int, float)) and math.isfinite(w) for w in weights)):
+            raise bad(f"fits.{key}.weights", f"is not {len(bands)} finite numbers")
+    return coefficients
+
+# %% ../nbs/suvi_fill/50_fillers.ipynb 70
+def load_crossband(path) -> dict:
+    "The checked coefficients of the crossband.json at `path`; one-line `MissingData`/`InvalidData` naming it."
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MissingData(f"{path}: no crossband coefficients (suvi-fill bench fits them into a corpus)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidData(f"{path}: unreadable crossband coefficients ({type(exc).__name__})") from None
+    try:
+        coefficients = json.loads(text)
+    except ValueError as exc:
+        raise InvalidData(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    return check_crossband(coefficients, str(path))
+
+
+def save_crossband(path, coefficients: dict) -> None:
+    "Write checked `coefficients` to `path` atomically (temporary name, fsync, os.replace)."
+    atomic_write_json(Path(path), check_crossband(coefficients, str(path)))
+
+# %% ../nbs/suvi_fill/50_fillers.ipynb 72
+class CrossBand(Filler):
+    "The blend plus the fitted linear correction from the kept bands' residuals (see above)."
+    name = "crossband"
+
+    def __init__(self, coefficients: dict, device="cpu"):
+        "`coefficients`: a crossband.json dict (`CrossBandFit.solve`, `load_crossband`)."
+        super().__init__(device)
+        self.coefficients = check_crossband(coefficients)
+        self.weights = {}
+        for key, fit in coefficients["fits"].items():
+            pattern, _, gap = key.partition("@")
+            self.weights.setdefault(pattern, {})[int(gap)] = np.asarray(fit["weights"], np.float64)
+
+    def weights_for(self, prep: dict, band: int, kept):
+        "The weights for lost `band` with `kept`, at the fitted gap nearest (log slots) the band's; None if never fit."
+        fitted = self.weights.get(_pattern_key(band, kept)) if len(kept) else None
+        if not fitted:
+            return None
+        gap = band_gap(prep, band)
+        return fitted[min(fitted, key=lambda g: (abs(math.log(g) - math.log(max(gap, 1))), g))]
+
+    def predict(self, prep):
+        blend = neighbour_blend(prep)
+        out = blend.clone()
+        kept, shown, residuals = crossband_terms(prep, blend)
+        for b in np.flatnonzero(fillable(prep)):
+            weights = self.weights_for(prep, b, kept)
+            if weights is None:
+                continue                               # kept nothing, or a pattern never fit: the blend
+            corrected = shown[b] + weights[0] + np.tensordot(weights[1:], residuals, axes=1)
+            answer = from_display(corrected, b, blend[b].cpu().numpy())
+            out[b] = torch.from_numpy(answer).to(out.device)
+        return out
+
+# %% ../nbs/suvi_fill/50_fillers.ipynb 74
+def crossband_filler(coefficients, device="cpu") -> CrossBand:
+    "The cross-band filler from `coefficients`: a crossband.json path or its dict."
+    if coefficients is None:
+        raise OptionError(f"the crossband filler needs its coefficients: a corpus (--shards DIR, fitted there "
+                          f"once into DIR/{CROSSBAND_FILE}) or a {CROSSBAND_FILE} (--checkpoint)")
+    return CrossBand(coefficients if isinstance(coefficients, dict) else load_crossband(coefficients), device)
+
+# %% ../nbs/suvi_fill/50_fillers.ipynb 76
 def learned_filler(checkpoint, device="cpu") -> ModelFiller:
     "A trained checkpoint (`model.load_learned`)."
     if checkpoint is None:
@@ -290,21 +485,24 @@ def learned_filler(checkpoint, device="cpu") -> ModelFiller:
     args = torch.load(checkpoint, map_location="cpu", weights_only=True).get("args", {})
     return ModelFiller(net, "learned", device, offsets=args.get("offsets"))
 
-# %% ../nbs/suvi_fill/50_fillers.ipynb 59
+# %% ../nbs/suvi_fill/50_fillers.ipynb 79
 FILLERS = {
     "nearest": lambda checkpoint=None, device="cpu": Nearest(device),
     "derotated": lambda checkpoint=None, device="cpu": Derotated(device),
     "linear": lambda checkpoint=None, device="cpu": Linear(device),
     "optical_flow": lambda checkpoint=None, device="cpu": OpticalFlow(device),
     "blend": lambda checkpoint=None, device="cpu": blend_filler(device),
+    "crossband": lambda checkpoint=None, device="cpu": crossband_filler(checkpoint, device),
     "learned": lambda checkpoint=None, device="cpu": learned_filler(checkpoint, device),
 }
-#: The fillers that need no checkpoint.
+#: The fillers that need nothing fitted (no checkpoint, no coefficients).
 CLASSICAL = ("nearest", "derotated", "linear", "optical_flow", "blend")
 
-# %% ../nbs/suvi_fill/50_fillers.ipynb 61
+# %% ../nbs/suvi_fill/50_fillers.ipynb 81
 def make_filler(name: str, checkpoint=None, device="cpu") -> Filler:
-    "The filler called `name` (one of `FILLERS`); `learned` needs `checkpoint`."
+    """The filler called `name` (one of `FILLERS`); `learned` needs `checkpoint` (a trainer's best.pt),
+    `crossband` its coefficients as `checkpoint` (a crossband.json; `bench.bench_filler` takes them
+    from a corpus instead)."""
     if name not in FILLERS:
         raise OptionError(f"unknown filler {name!r}: choose one of {', '.join(FILLERS)}")
     return FILLERS[name](checkpoint=checkpoint, device=device)

@@ -55,11 +55,12 @@ def test_pinned_damage_same_samples(fill_corpus):
 
 def test_bench_command_outputs(fill_corpus, tmp_path):
     out = tmp_path / "bench"
-    result = bench_cli(fill_corpus, out, "--gaps", "1,4,10000", "--samples", "3")
+    result = bench_cli(fill_corpus, out, "--gaps", "1,4,10000", "--samples", "3", "--partial-samples", "2")
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads((out / "bench.json").read_text())
     assert report["gaps"] == [1, 4, 10000] and report["samples"] == {"1": 3, "4": 3, "10000": 0}
-    assert report["fillers"] == ["nearest", "derotated", "linear", "optical_flow", "blend"]
+    assert report["by_loss"]["partial"]["samples"] == {"1": 2, "4": 2, "10000": 0}
+    assert report["fillers"] == ["nearest", "derotated", "linear", "optical_flow", "blend", "crossband"]
     for name in report["fillers"]:
         assert set(report["table"][name]) == {"1", "4", "10000"}
         assert report["table"][name]["10000"] is None and report["per_band"][name]["10000"] == {}
@@ -75,7 +76,7 @@ def test_bench_command_outputs(fill_corpus, tmp_path):
     assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| linear |" in result.stdout and "bench.json" in result.stdout
     # The same command again: the same table (damage pinned by the seed).
-    again = bench_cli(fill_corpus, tmp_path / "again", "--gaps", "1,4,10000", "--samples", "3")
+    again = bench_cli(fill_corpus, tmp_path / "again", "--gaps", "1,4,10000", "--samples", "3", "--partial-samples", "2")
     assert again.returncode == 0
     assert json.loads((tmp_path / "again" / "bench.json").read_text())["table"] == report["table"]
 
@@ -98,6 +99,7 @@ def test_bench_with_learned_checkpoint(fill_corpus, tiny_checkpoint, tmp_path):
     (["--fillers", "cubic"], "unknown cubic"),
     (["--checkpoint", "/nonexistent/best.pt"], "no such file"),
     (["--split", "test", "--samples", "0"], "at least 1"),
+    (["--partial-samples", "-1"], "--partial-samples -1: must be at least 0"),
 ])
 def test_bad_input_fails_cleanly(fill_corpus, tmp_path, extra, message):
     out = tmp_path / "bench"

@@ -27,7 +27,7 @@ def test_stages_reuse_and_redo(fill_corpus, tiny_checkpoint, tmp_path, capsys):
     assert checkpoint == run_dir / "best.pt" and "reusing the finished run" in capsys.readouterr().out
 
     first = demo.bench_stage(out, fill_corpus, checkpoint, progress=False)
-    assert first["fillers"] == ["nearest", "derotated", "linear", "optical_flow", "blend", "learned"]
+    assert first["fillers"] == ["nearest", "derotated", "linear", "optical_flow", "blend", "crossband", "learned"]
     assert first["gaps"] == list(demo.DEMO_GAPS) and first["samples"]["1"] == demo.DEMO_SAMPLES
     assert first["goal"]["margins"]["1"] is not None
     capsys.readouterr()

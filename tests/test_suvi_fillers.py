@@ -168,7 +168,7 @@ def test_learned_filler_from_a_checkpoint(test_samples, tiny_checkpoint):
 
 def test_registry_errors(tmp_path):
     from suvi_fill.fillers import FILLERS, make_filler
-    assert set(FILLERS) == {"nearest", "derotated", "linear", "optical_flow", "blend", "learned"}
+    assert set(FILLERS) == {"nearest", "derotated", "linear", "optical_flow", "blend", "crossband", "learned"}
     with pytest.raises(ValueError, match="unknown filler"):
         make_filler("cubic")
     with pytest.raises(ValueError, match="checkpoint"):
@@ -177,6 +177,10 @@ def test_registry_errors(tmp_path):
     junk.write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="junk.pt"):
         make_filler("learned", checkpoint=junk)
+    with pytest.raises(ValueError, match="crossband filler needs its coefficients"):
+        make_filler("crossband")
+    with pytest.raises(ValueError, match="junk.pt: not JSON"):
+        make_filler("crossband", checkpoint=junk)
 
 
 def test_optical_flow_one_sided_with_simultaneous_frames(test_samples):
