@@ -245,7 +245,7 @@ def _write_shards(out, groups, days, satellites, resolution, report, progress, s
 # %% ../nbs/suvi_fill/21_ingest.ipynb 21
 #: How long a failed Dask build waits for its running tasks to stop before removing the staging directory, s.
 DASK_SETTLE_SECONDS = 120.0
-#: The protocols of a scheduler address a client in another process can reach (`inproc://` cannot).
+#: The protocols of a scheduler address a client in another process can reach (an inproc address cannot).
 SCHEDULER_PROTOCOLS = ("tcp", "tls", "ws", "wss", "ucx")
 
 

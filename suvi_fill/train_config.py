@@ -112,8 +112,10 @@ MINIMUMS = dict(epochs=1, batch=1, workers=0, steps_per_epoch=1, val_samples=0, 
 #: limit (2**32 - 1).  `gap_max` is bounded by the corpus instead (`train.bound_gap`).
 MAXIMUMS = dict(base=1024, depth=8, workers=256, seed=2**32 - 1)
 #: The largest learning rate (and `--lr-range` HI): AdamW moves every weight by about the LR each step, and the
-#: net's weights are of order 0.1 -- at 1 they are replaced by noise every step (the seed's peak is 1e-4).
-MAX_LR = 1.0
+#: net's weights are of order 0.1, so from 1 up they are replaced by noise every step (the original trainer's
+#: peak is 1e-4).  Up to 10 stays allowed for runs that diverge on purpose (the abort test trains at 3);
+#: beyond it, or not finite, the value is a typo.
+MAX_LR = 10.0
 
 
 def check_counts(config: TrainConfig) -> None:

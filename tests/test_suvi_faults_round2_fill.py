@@ -303,8 +303,8 @@ def test_fine_tune_resumes_onto_another_corpus_with_a_fresh_best(finished, tmp_p
 # ------------------------------------------------- 17, 18. numeric train flags
 
 @pytest.mark.parametrize("flag, value, message", [
-    ("--lr", "inf", "--lr inf: must be a finite number from 0 to 1.0"),
-    ("--lr", "1e30", "--lr 1e+30: must be a finite number from 0 to 1.0"),
+    ("--lr", "inf", "--lr inf: must be a finite number from 0 to 10.0"),
+    ("--lr", "1e30", "--lr 1e+30: must be a finite number from 0 to 10.0"),
     ("--lr", "nan", "--lr nan: must be a finite number"),
     ("--base", "1000000", "--base 1000000: must be at most 1024"),
     ("--pool-wait", "inf", "--pool-wait inf: must be a finite number of seconds")])
