@@ -23,7 +23,7 @@ from suvi_fill.outputs import own_directory, writing
 __all__ = ['GAPS', 'SAMPLES', 'SIDE_DEFINITIONS', 'SIDES', 'BENCH_SEED', 'GOAL_MARGIN_DB', 'BLEND_MARGIN_DB', 'PARTIAL_MARGIN_DB',
            'PARTIAL_MIN_GAP', 'LOSS_KINDS', 'BENCH_JSON', 'BENCH_MD', 'BENCH_PNG', 'FILLER_ORDER', 'PARTIAL_SAMPLES',
            'PARTIAL_ROUNDS', 'CROSSBAND_SAMPLES', 'CROSSBAND_SEED', 'as_corpus', 'split_segments', 'split_targets',
-           'eligible', 'one_sided_inside', 'partial_model', 'partial_sampler', 'partial_draws', 'BenchSet', 'summarise',
+           'eligible', 'one_sided_inside', 'partial_model', 'split_sampler', 'partial_draws', 'BenchSet', 'summarise',
            'standard_error', 'parse_gaps', 'run_bench', 'loss_kind', 'loss_table', 'goal', 'further_goals',
            'fit_crossband', 'crossband_source', 'crossband_coefficients', 'bench_filler', 'format_tables', 'plot_bench',
            'write_outputs', 'bench_command']
@@ -115,13 +115,15 @@ def partial_model(availability):
                                             availability.patterns[keep], availability.pattern_counts[keep])
 
 # %% ../nbs/suvi_fill/51_bench.ipynb 16
-def partial_sampler(bench) -> samples.Sampler | None:
-    "The sampler of `bench` (a `BenchSet`) that draws partial-loss damage only; None when its model has none."
-    model = partial_model(bench.availability)
+def split_sampler(bench, partial: bool = False) -> samples.Sampler | None:
+    """The sampler of `bench` (a `BenchSet`): one serves every gap (`Sampler.build_gap` widens its anchors per
+    gap); with `partial` the one that draws partial-loss damage only (`partial_model`), None when it has none."""
+    model = partial_model(bench.availability) if partial else bench.availability
     if model is None:
         return None
+    calibration = bench.corpus.calibration if "calibration" in bench.corpus.manifest else None   # one satellite: none
     return samples.Sampler(bench.shards, satellites=bench.satellites, availability=model, seed=bench.seed,
-                           offsets=bench.base_offsets, segments=bench.segments, calibration=bench.calibration())
+                           offsets=bench.base_offsets, segments=bench.segments, calibration=calibration)
 
 
 def partial_draws(bench, gap: int, count: int):
@@ -173,25 +175,13 @@ class BenchSet:
                  for sat in self.satellites]
         names = [n for n in names if (self.directory / n).exists()]
         self.shards = segments.open_shards(self.directory, names) if names else {}
-        self._sampler, self._partial = None, {}
+        self._samplers = {}                        # partial -> its sampler, made on first use
 
     def sampler(self, partial: bool = False) -> samples.Sampler | None:
-        """The split's sampler: one serves every gap (`Sampler.build_gap` widens its anchors per gap);
-        `partial`: the one drawing partial-loss damage only (`partial_model`), None when the model has none."""
-        if partial:
-            if "sampler" not in self._partial:
-                self._partial["sampler"] = partial_sampler(self)
-            return self._partial["sampler"]
-        if self._sampler is None:
-            self._sampler = samples.Sampler(self.shards, satellites=self.satellites,
-                                            availability=self.availability, seed=self.seed,
-                                            offsets=self.base_offsets, segments=self.segments,
-                                            calibration=self.calibration())
-        return self._sampler
-
-    def calibration(self):
-        "The corpus's `Calibration`, or None when its manifest has none (a one-satellite corpus)."
-        return self.corpus.calibration if "calibration" in self.corpus.manifest else None
+        "`split_sampler(self, partial)`, made once for each kind."
+        if partial not in self._samplers:
+            self._samplers[partial] = split_sampler(self, partial)
+        return self._samplers[partial]
 
     def eligible(self, gap: int) -> list:
         "The split's targets with frames exactly `gap` slots away inside the split, on `self.sides`."
