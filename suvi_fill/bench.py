@@ -23,7 +23,7 @@ from suvi_fill.outputs import own_directory, writing
 __all__ = ['GAPS', 'SAMPLES', 'SIDE_DEFINITIONS', 'SIDES', 'BENCH_SEED', 'GOAL_MARGIN_DB', 'BLEND_MARGIN_DB', 'PARTIAL_MARGIN_DB',
            'PARTIAL_MIN_GAP', 'LOSS_KINDS', 'BENCH_JSON', 'BENCH_MD', 'BENCH_PNG', 'FILLER_ORDER', 'PARTIAL_SAMPLES',
            'PARTIAL_ROUNDS', 'CROSSBAND_SAMPLES', 'CROSSBAND_SEED', 'as_corpus', 'split_segments', 'split_targets',
-           'eligible', 'one_sided_inside', 'partial_model', 'split_sampler', 'partial_draws', 'BenchSet', 'summarise',
+           'eligible', 'one_sided_inside', 'partial_model', 'split_sampler', 'spread_draws', 'BenchSet', 'summarise',
            'standard_error', 'parse_gaps', 'run_bench', 'loss_kind', 'loss_table', 'goal', 'further_goals',
            'fit_crossband', 'crossband_source', 'crossband_coefficients', 'bench_filler', 'format_tables', 'plot_bench',
            'write_outputs', 'bench_command']
@@ -126,17 +126,18 @@ def split_sampler(bench, partial: bool = False) -> samples.Sampler | None:
                            offsets=bench.base_offsets, segments=bench.segments, calibration=calibration)
 
 
-def partial_draws(bench, gap: int, count: int):
-    "`BenchSet.partial_samples`: evenly spaced over `PARTIAL_ROUNDS` passes of the eligible targets, then the rest."
+def spread_draws(bench, gap: int, count: int, partial: bool = False):
+    """Up to `count` samples of `bench` at `gap`: its eligible targets (each `PARTIAL_ROUNDS` times, with
+    partial-loss damage, when `partial`) in an evenly spaced order, then the rest; a target that cannot be
+    built is skipped for the next one.  `BenchSet.samples` and `BenchSet.partial_samples` both draw here."""
     pool = bench.eligible(gap)
-    if not pool or count < 1 or bench.sampler(partial=True) is None:
+    if not pool or count < 1 or (partial and bench.sampler(partial=True) is None):
         return
-    draws = len(pool) * PARTIAL_ROUNDS
+    draws = len(pool) * (PARTIAL_ROUNDS if partial else 1)
     first = sorted({int(i * draws / count) for i in range(min(count, draws))})
-    taken = set(first)
-    made = 0
+    taken, made = set(first), 0
     for position in first + [i for i in range(draws) if i not in taken]:
-        sample = bench.build(gap, pool[position % len(pool)], position, partial=True)
+        sample = bench.build(gap, pool[position % len(pool)], position, partial=partial)
         if sample is not None:
             yield sample
             made += 1
@@ -198,24 +199,11 @@ class BenchSet:
 
     def samples(self, gap: int, count: int):
         "Yield up to `count` samples of gap `gap` (see above)."
-        pool = self.eligible(gap)
-        if not pool or count < 1:
-            return
-        first = sorted({int(i * len(pool) / count) for i in range(min(count, len(pool)))})
-        taken = set(first)
-        order = first + [i for i in range(len(pool)) if i not in taken]
-        made = 0
-        for position in order:
-            sample = self.build(gap, pool[position], position)
-            if sample is not None:
-                yield sample
-                made += 1
-                if made >= count:
-                    return
+        yield from spread_draws(self, gap, count)
 
     def partial_samples(self, gap: int, count: int = PARTIAL_SAMPLES):
         "Yield up to `count` partial-loss samples of gap `gap`: each eligible target up to `PARTIAL_ROUNDS` times."
-        yield from partial_draws(self, gap, count)
+        yield from spread_draws(self, gap, count, partial=True)
 
     def close(self):
         segments.close_shards(self.shards)
