@@ -2,7 +2,7 @@
 
 - Names in the prose link to the API: an inline code span (a backticked name in a notebook's
   markdown or a page) whose text is an object the API pages document (`read_configuration`,
-  `suvi_fill.bench.run_bench`, `szrank.obj.PUBLIC_RECORD()`) becomes a link to its entry.  A short
+  `suvi_fill.evaluate.bench.run_bench`, `szrank.search.obj.PUBLIC_RECORD()`) becomes a link to its entry.  A short
   name links only when exactly one object has it (`main`, which both packages have, stays text).
 - Docstrings are prose, not reST: a `|x|` in one is an absolute value, not a substitution.
 - intersphinx offline: the inventories of numpy, torch, astropy and sunpy cannot be fetched

@@ -17,7 +17,13 @@ import time
 import numpy as np
 import torch
 
-from suvi_fill import align, dataset, metrics, paths
+from suvi_fill import metrics
+
+from suvi_fill.physics import align
+
+from suvi_fill.corpus import shards as dataset
+
+from suvi_fill.physics import timebase as paths
 
 DAY = 86_400.0
 #: Target - frame times compared with sunpy: one slot, an hour, six hours, a day, both ways.

@@ -15,7 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from suvi_fill import ingest, sun
+from suvi_fill.archive import ingest
+
+from suvi_fill.sim import sun
 
 
 def archive(work: Path, days: int, hours: float, resolution: int) -> Path:

@@ -20,7 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-from suvi_fill import coding, dataset, fits, ingest, paths
+from suvi_fill.physics import coding
+
+from suvi_fill.corpus import shards as dataset
+
+from suvi_fill.archive import fits
+
+from suvi_fill.archive import ingest
+
+from suvi_fill.physics import timebase as paths
 
 
 def make_shard(path, slots, resolution, rng):

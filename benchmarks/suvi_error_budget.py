@@ -45,10 +45,22 @@ from pathlib import Path
 
 import numpy as np
 
-from suvi_fill import availability, bench, demo, fillers, fits, ingest, sun
-from suvi_fill.coding import MSE_FLOOR, band_psnr, encode, to_display
-from suvi_fill.corpus import Corpus
-from suvi_fill.paths import SLOT_SECONDS, WAVELENGTHS
+from suvi_fill.corpus import availability
+
+from suvi_fill.evaluate import bench
+
+from suvi_fill import demo
+
+from suvi_fill.evaluate import fillers
+
+from suvi_fill.archive import fits
+
+from suvi_fill.archive import ingest
+
+from suvi_fill.sim import sun
+from suvi_fill.physics.coding import MSE_FLOOR, band_psnr, encode, to_display
+from suvi_fill.corpus.reader import Corpus
+from suvi_fill.physics.timebase import SLOT_SECONDS, WAVELENGTHS
 
 ROWS = ("blend", "noise floor", "blend vs clean", "clean inputs", "registered inputs", "oracle", "oracle vs clean")
 #: Largest difference (asinh-coded) between a stored target and the archive's files placed again that

@@ -22,7 +22,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from suvi_fill import availability, dataset, model, paths, samples  # noqa: E402
+from suvi_fill.corpus import availability  # noqa: E402
+
+from suvi_fill.corpus import shards as dataset
+
+from suvi_fill.model import net as model
+
+from suvi_fill.physics import timebase as paths
+
+from suvi_fill.corpus import sampler as samples
 
 DAY = "2024-03-01"
 #: Slots stored per satellite: the default ladder's window (2 * 16 + 1) plus a few targets.
@@ -126,9 +134,9 @@ def bench_sampler(resolution: int, builds: int) -> None:
 def bench_align(resolution: int) -> None:
     import torch
     try:
-        from suvi_fill import align
+        from suvi_fill.physics import align
     except ImportError:
-        print("align_stack: suvi_fill.align not present, skipped")
+        print("align_stack: suvi_fill.physics.align not present, skipped")
         return
     depth = 12
     rng = np.random.default_rng(3)

@@ -21,9 +21,15 @@ from pathlib import Path
 
 import torch
 
-from suvi_fill import losses, model, train as trainer, train_data
-from suvi_fill.train_config import TrainConfig, validate_config
-from suvi_fill.device import autocast_enabled
+from suvi_fill.model import losses
+
+from suvi_fill.model import net as model
+
+from suvi_fill.train import loop as trainer
+
+from suvi_fill.train import data as train_data
+from suvi_fill.train.config import TrainConfig, validate_config
+from suvi_fill.plumbing.device import autocast_enabled
 
 WARMUP = 2
 

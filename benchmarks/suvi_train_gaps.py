@@ -23,11 +23,19 @@ import time
 import numpy as np
 import torch
 
-from suvi_fill import availability, bench, demo, fillers, train
-from suvi_fill.corpus import Corpus
-from suvi_fill.losses import balanced_criterion, criterion
+from suvi_fill.corpus import availability
+
+from suvi_fill.evaluate import bench
+
+from suvi_fill import demo
+
+from suvi_fill.evaluate import fillers
+
+from suvi_fill.train import loop as train
+from suvi_fill.corpus.reader import Corpus
+from suvi_fill.model.losses import balanced_criterion, criterion
 from suvi_fill.metrics import band_psnr
-from suvi_fill.train_config import TrainConfig, validate_config
+from suvi_fill.train.config import TrainConfig, validate_config
 
 GAPS = demo.DEMO_GAPS
 CLASSICAL = ("linear", "optical_flow", "blend")

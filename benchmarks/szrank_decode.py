@@ -1,10 +1,10 @@
-"""Iterate + decode throughput of the SZTXP001 reader: szrank.batches beside the seed's path.
+"""Iterate + decode throughput of the SZTXP001 reader: szrank.stream.batches beside the seed's path.
 
-Builds a stream of at least 200k records with szrank.stream's writer in a temporary
+Builds a stream of at least 200k records with szrank.stream.format's writer in a temporary
 directory, then measures, each in a fresh subprocess pinned to one core, records/s of
 `iterate + decode` at batch 1024 for
 
-* szrank:  szrank.batches.iter_record_batches (structured arrays) + decode_batch;
+* szrank:  szrank.stream.batches.iter_record_batches (structured arrays) + decode_batch;
 * seed:    a faithful copy of the seed trainer's iter_record_batches (lists of per-record
            bytes) + decode_batch (b"".join + one strided_array copy per field), with the
            dtypes the damaged seed lost restored from the corpus issue's table;
@@ -46,8 +46,8 @@ def seed_path():
     "The seed trainer's batch iterator and decoder (dtypes restored from the issue's table)."
     import numpy as np
     import torch
-    from szrank.common import read_exact
-    from szrank.stream import (ACTION_OFFSET, ANCHOR_FEATURE_OFFSET, EXPECTED_RECORD_SIZE, EXPORT_HEADER,
+    from szrank.plumbing.common import read_exact
+    from szrank.stream.format import (ACTION_OFFSET, ANCHOR_FEATURE_OFFSET, EXPECTED_RECORD_SIZE, EXPORT_HEADER,
                                FACE_COUNT, FACE_FEATURES, FEATURE_FLOATS, GAIN_OFFSET, OUTCOME_OFFSET,
                                PROPENSITY_OFFSET, PROPOSAL_FEATURE_OFFSET, REPLICA_COUNT_OFFSET,
                                ROLLOUT_ITERATIONS_OFFSET, TOPOLOGY_COUNT, TOPOLOGY_OFFSET, validate_stream_header)
@@ -175,10 +175,10 @@ def floor_path():
     Per record: map its chunk (MAP_POPULATE) and, when shuffling, copy it into a
     bounded shuffle buffer and gather it into the batch (`take`); then copy its
     feature and label bytes once into fresh arrays.  No validation, no fields,
-    no tensors.  Written independently of szrank.batches, with the same chunking."""
+    no tensors.  Written independently of szrank.stream.batches, with the same chunking."""
     import mmap
     import numpy as np
-    from szrank.stream import EXPECTED_RECORD_SIZE as R, EXPORT_HEADER, GAIN_OFFSET, PROPOSAL_FEATURE_OFFSET
+    from szrank.stream.format import EXPECTED_RECORD_SIZE as R, EXPORT_HEADER, GAIN_OFFSET, PROPOSAL_FEATURE_OFFSET
     raw_record = np.dtype((np.void, R))
     flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
 
@@ -229,7 +229,7 @@ def floor_path():
 
 
 def szrank_path():
-    from szrank.batches import decode_batch, iter_record_batches
+    from szrank.stream.batches import decode_batch, iter_record_batches
     return iter_record_batches, decode_batch
 
 
@@ -241,7 +241,7 @@ def measure(which: str, path: Path, shuffle_records: int, repeat: int) -> dict:
     with __import__("contextlib").suppress(AttributeError, OSError):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     torch.set_num_threads(1)
-    from szrank.snapshot import inspect_snapshot
+    from szrank.stream.snapshot import inspect_snapshot
     snapshot = inspect_snapshot(path, compute_digest=False)
     iterate, decode = {"seed": seed_path, "szrank": szrank_path, "floor": floor_path}[which]()
     rss_before = psutil.Process().memory_info().rss
@@ -263,7 +263,7 @@ def measure(which: str, path: Path, shuffle_records: int, repeat: int) -> dict:
 def same_batches(path: Path) -> bool:
     "Both paths decode the first file-order batch to identical tensors."
     import torch
-    from szrank.snapshot import inspect_snapshot
+    from szrank.stream.snapshot import inspect_snapshot
     snapshot = inspect_snapshot(path, compute_digest=False)
     (seed_iterate, seed_decode), (iterate, decode) = seed_path(), szrank_path()
     ours = decode(next(iterate(snapshot, {"train"}, BATCH_SIZE, 0, 0, 0)))
@@ -274,8 +274,8 @@ def same_batches(path: Path) -> bool:
 # --------------------------------------------------------------------------- driver
 
 def build_stream(path: Path, records: int) -> None:
-    from szrank.snapshot import SPLIT_RUNS
-    from szrank.stream import StreamWriter, example_records
+    from szrank.stream.snapshot import SPLIT_RUNS
+    from szrank.stream.format import StreamWriter, example_records
     train = records - 3 * 1000
     with StreamWriter(path) as writer:
         for start in range(0, train, WRITE_CHUNK):

@@ -9,7 +9,7 @@ settings (the same evaluation budget, replicas, iterations and seeds, so the sam
 
   uniform   the uniform policy, every proposal rolled out (the unguided search);
   policy    the ranker's policy heads choose the proposals, every proposal rolled out;
-  guided    policy heads, and the value head gates the rollouts (`szrank.search.RankerPolicy`, gate 0.5:
+  guided    policy heads, and the value head gates the rollouts (`szrank.search.runs.RankerPolicy`, gate 0.5:
             only proposals it ranks in the upper half of the last 64 get their replicas x iterations).
 
 The budget is 1 + --eval-steps x (1 + replicas x iterations) evaluations per run; a guided run takes the
@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from szrank.demo import GATE_MINIMUM_RECORDS, SEARCH_TRAINING
-from szrank.search import (RankerPolicy, UniformPolicy, _plan, best_curve, evaluations_to_reach, run_search,
+from szrank.search.runs import (RankerPolicy, UniformPolicy, _plan, best_curve, evaluations_to_reach, run_search,
                            run_searches)
 
 GOAL_SAVING = 0.30
@@ -100,7 +100,7 @@ def evaluate_modes(work: Path, model: Path, topologies, args) -> dict:
 
 def reused_run(archive: Path, topology: int, seed: int) -> str:
     "The run id of an earlier evaluation run (topology, seed) in `archive`."
-    from szrank.archive import list_runs, run_metadata
+    from szrank.search.archive import list_runs, run_metadata
     for run_id in list_runs(archive):
         metadata = run_metadata(archive / str(run_id))
         if metadata["topology"] == topology and metadata["seed"] == 1000 + seed:

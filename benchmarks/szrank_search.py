@@ -47,8 +47,8 @@ def best_at(history, checkpoints):
 
 def anneal(topology: int, seed: int, budget: int):
     "History (evaluations, best C+I) of an annealed run, from its logged events."
-    from szrank.archive import read_run
-    from szrank.search import DEFAULT_ITERATIONS, DEFAULT_REPLICAS, run_search
+    from szrank.search.archive import read_run
+    from szrank.search.runs import DEFAULT_ITERATIONS, DEFAULT_REPLICAS, run_search
     import uuid
     per_step = 1 + DEFAULT_REPLICAS * DEFAULT_ITERATIONS
     steps = -(-max(budget - 1, 1) // per_step)          # the temperature schedule spans the whole budget
@@ -65,8 +65,8 @@ def anneal(topology: int, seed: int, budget: int):
 
 
 def population(topology: int, seed: int, budget: int, stop_at: int = 0, symmetric: bool = False):
-    from szrank.population import population_search
-    from szrank.symmetry import symmetry_of
+    from szrank.search.population import population_search
+    from szrank.geometry.symmetry import symmetry_of
     result = population_search(topology, budget, seed, symmetry=symmetry_of(topology) if symmetric else None,
                                target=stop_at)
     return result.history, result.evaluations
@@ -89,8 +89,8 @@ def one(task):
 
 def counting_rates(seconds: float = 2.0) -> list[tuple[str, float, float]]:
     "Configurations counted per CPU-second and per wall second, batch of 32, by each counter."
-    from szrank.fastcount import FAST_BACKEND, count_totals
-    from szrank.geometry import evaluate, evaluate_exact, layout, random_planes
+    from szrank.geometry.fastcount import FAST_BACKEND, count_totals
+    from szrank.geometry.defects import evaluate, evaluate_exact, layout, random_planes
     L = layout(42)
     normals, offsets = random_planes(np.random.default_rng(0), 32)
     rows = []

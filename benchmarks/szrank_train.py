@@ -17,12 +17,12 @@ from pathlib import Path
 
 import torch
 
-from szrank.synthetic import synthesize_corpus
-from szrank.model import initialize_member
-from szrank.snapshot import SPLIT_RUNS, inspect_snapshot
-from szrank.stream import write_stream
-from szrank.train import train_ensemble
-from szrank.train_config import TrainConfig
+from szrank.stream.synthetic import synthesize_corpus
+from szrank.ranker.model import initialize_member
+from szrank.stream.snapshot import SPLIT_RUNS, inspect_snapshot
+from szrank.stream.format import write_stream
+from szrank.train.loop import train_ensemble
+from szrank.train.config import TrainConfig
 
 
 def peak_rss_mib() -> float:

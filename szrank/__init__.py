@@ -6,6 +6,6 @@
 __all__ = []
 
 # %% ../nbs/szrank/00_package.ipynb 2
-from szrank.common import package_version
+from szrank.plumbing.common import package_version
 
 __version__ = package_version()

@@ -77,10 +77,10 @@ def test_every_option_has_help_that_shows_its_default(package, prog):
 def test_every_help_ends_with_the_exit_codes_the_code_uses(package, prog):
     cli = importlib.import_module(f"{package}.cli")
     if package == "suvi_fill":
-        from suvi_fill.errors import SuviFillError, TrainingAborted
+        from suvi_fill.plumbing.errors import SuviFillError, TrainingAborted
         codes = {SuviFillError.status, TrainingAborted.status, cli.INTERRUPTED, cli.TERMINATED}
     else:
-        from szrank.errors import GATE_FAILED, INTERRUPTED, REFUSED, TERMINATED
+        from szrank.plumbing.errors import GATE_FAILED, INTERRUPTED, REFUSED, TERMINATED
         codes = {REFUSED, GATE_FAILED, INTERRUPTED, TERMINATED}
     listed = {int(m) for m in re.findall(r"^  (\d+) ", cli.EXIT_CODES, re.M)}
     assert codes <= listed and codes | {0, 1} == listed, (codes, listed)
@@ -142,7 +142,7 @@ def test_readme_says_how_to_install_and_where_data_comes_from():
                    "suvi-fill build --source", "suvi-fill train --shards", "suvi-fill fill --source", "exit codes",
                    "--quiet", "--traceback"):
         assert needed.lower() in readme.lower(), needed
-    from suvi_fill.fits import L2_NAME
+    from suvi_fill.archive.fits import L2_NAME
     examples = re.findall(r"`(dr_suvi-l2-ci\d{3}_g\d{2}_s\w+_e\w+_v[\d-]+\.fits)`", readme)
     assert examples and all(L2_NAME.match(name) for name in examples), examples
     for code in ("130", "143"):

@@ -105,15 +105,15 @@ def test_a_planted_reference_outside_is_found(tmp_path):
                                       "szrank/data/LICENSE.public_solver",
                                       "tests/data/szilassi/public_solver/topologies.txt",
                                       "tests/data/szilassi/public_solver/LICENSE",
-                                      "suvi_fill/data/aia_171_level1.fits"])
+                                      "suvi_fill/resources/aia_171_level1.fits"])
 def test_the_data_the_notebooks_read_is_tracked(relative):
     listed = subprocess.run(["git", "ls-files", "--error-unmatch", relative], cwd=ROOT, capture_output=True)
     assert listed.returncode == 0, f"{relative} is not tracked: a clone would not have it"
 
 
 def test_the_shipped_record_is_the_public_configuration():
-    from szrank.geometry import evaluate, layout
-    from szrank.obj import PUBLIC_RECORD, read_configuration
+    from szrank.geometry.defects import evaluate, layout
+    from szrank.search.obj import PUBLIC_RECORD, read_configuration
     assert PUBLIC_RECORD.read_bytes() == (ROOT / "tests/data/szilassi/public_solver/topology_42"
                                           / "shape_c0_i4_optimalsymmetric.obj").read_bytes()
     defects = evaluate(*read_configuration(PUBLIC_RECORD, 42), layout(42))

@@ -1,4 +1,4 @@
-"""suvi_fill.align against geometry written out independently here (float64 rays,
+"""suvi_fill.physics.align against geometry written out independently here (float64 rays,
 rotation matrices, the Howard constants typed in again), plus the pass-through,
 calibration, coverage and batching contracts."""
 import math
@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from suvi_fill import align, dataset
+from suvi_fill.physics import align
 
 #: Howard et al. (1990) sidereal rates, µrad/s, and Earth's mean orbital rate, deg/day.
+
+from suvi_fill.corpus import shards as dataset
 A, B, C = 2.894, -0.428, -0.370
 EARTH = 0.9856
 AU_IN_RADII = 1.495978707e11 / 6.96e8

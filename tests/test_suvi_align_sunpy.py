@@ -9,7 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from suvi_fill import align, dataset, paths
+from suvi_fill.physics import align
+
+from suvi_fill.corpus import shards as dataset
+
+from suvi_fill.physics import timebase as paths
 
 
 def need(module: str, why: str):

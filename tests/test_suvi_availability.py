@@ -1,10 +1,14 @@
-"""suvi_fill.availability: the profiled presence trace, block draws that keep the
+"""suvi_fill.corpus.availability: the profiled presence trace, block draws that keep the
 archive's correlations (dual-satellite outages at the trace's rate), band-loss patterns."""
 import numpy as np
 import pytest
 
 from conftest import run, tool
-from suvi_fill import availability, dataset, paths, segments, sun
+from suvi_fill.corpus import availability
+from suvi_fill.corpus import shards as dataset
+from suvi_fill.physics import timebase as paths
+from suvi_fill.corpus import segments
+from suvi_fill.sim import sun
 from test_suvi_ingest import DAY, write_archive
 
 D0 = paths.first_slot_of_day(DAY)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import run, tool
-from suvi_fill.corpus import Corpus
+from suvi_fill.corpus.reader import Corpus
 from test_suvi_fillers import ENV, fill_corpus, test_samples, tiny_checkpoint  # noqa: F401 (fixtures)
 
 
@@ -18,7 +18,10 @@ def bench_cli(corpus, out, *extra):
 
 
 def test_gap_definition_and_split_isolation(fill_corpus):
-    from suvi_fill import availability, bench, samples, segments
+    from suvi_fill.corpus import availability
+    from suvi_fill.evaluate import bench
+    from suvi_fill.corpus import sampler as samples
+    from suvi_fill.corpus import segments
     corpus = Corpus.open(fill_corpus)
     trace = availability.Availability.load(fill_corpus / "availability.npz")
     test = bench.split_segments(corpus, "test")
@@ -38,7 +41,10 @@ def test_gap_definition_and_split_isolation(fill_corpus):
 
 
 def test_pinned_damage_same_samples(fill_corpus):
-    from suvi_fill import availability, bench, samples, segments
+    from suvi_fill.corpus import availability
+    from suvi_fill.evaluate import bench
+    from suvi_fill.corpus import sampler as samples
+    from suvi_fill.corpus import segments
     corpus = Corpus.open(fill_corpus)
     trace = availability.Availability.load(fill_corpus / "availability.npz")
     runs = []
@@ -115,7 +121,7 @@ def test_missing_corpus_fails_cleanly(tmp_path):
 
 
 def test_a_gap_without_samples_fails_the_goal_and_is_named():
-    from suvi_fill import bench
+    from suvi_fill.evaluate import bench
     table = {"learned": {"1": 50.0, "300": None}, "optical_flow": {"1": 48.0, "300": None}}
     verdict = bench.goal(table, (1, 300))
     assert verdict["margins"] == {"1": 2.0, "300": None} and verdict["unmeasured"] == [300]
@@ -129,7 +135,9 @@ def test_a_gap_without_samples_fails_the_goal_and_is_named():
 
 
 def test_bracketed_samples_hold_each_lost_band_on_both_sides(fill_corpus):
-    from suvi_fill import availability, bench, segments
+    from suvi_fill.corpus import availability
+    from suvi_fill.evaluate import bench
+    from suvi_fill.corpus import segments
     corpus = Corpus.open(fill_corpus)
     trace = availability.Availability.load(fill_corpus / "availability.npz")
     with bench.BenchSet(fill_corpus, corpus, trace) as chosen:
@@ -144,7 +152,10 @@ def test_bracketed_samples_hold_each_lost_band_on_both_sides(fill_corpus):
 
 
 def test_one_sided_samples_use_no_frame_after_the_target(fill_corpus, tmp_path):
-    from suvi_fill import availability, bench, samples, segments
+    from suvi_fill.corpus import availability
+    from suvi_fill.evaluate import bench
+    from suvi_fill.corpus import sampler as samples
+    from suvi_fill.corpus import segments
     corpus = Corpus.open(fill_corpus)
     trace = availability.Availability.load(fill_corpus / "availability.npz")
     with bench.BenchSet(fill_corpus, corpus, trace, sides="one-sided") as chosen:

@@ -10,9 +10,10 @@ from test_suvi_fillers import fill_corpus, tiny_checkpoint  # noqa: F401 (fixtur
 def test_stages_reuse_and_redo(fill_corpus, tiny_checkpoint, tmp_path, capsys):
     import torch
     torch.set_num_threads(1)
-    from suvi_fill import demo, segments
-    from suvi_fill.train import net_config
-    from suvi_fill.train_config import TrainConfig
+    from suvi_fill import demo
+    from suvi_fill.corpus import segments
+    from suvi_fill.train.loop import net_config
+    from suvi_fill.train.config import TrainConfig
     out = tmp_path / "demo"
     # A finished run on this corpus with the demo's settings is reused, not retrained.
     run_dir = out / "run"

@@ -5,8 +5,10 @@ import json
 import pytest
 
 from conftest import run, tool
-from suvi_fill import ingest, paths, sun
-from suvi_fill.errors import OptionError
+from suvi_fill.archive import ingest
+from suvi_fill.physics import timebase as paths
+from suvi_fill.sim import sun
+from suvi_fill.plumbing.errors import OptionError
 
 pytest.importorskip("distributed", reason="dask.distributed is in the suvi_fill extra")
 

@@ -1,4 +1,4 @@
-"""suvi_fill.corpus: the one reader of manifest.json (refusals naming file and field, splits -> days ->
+"""suvi_fill.corpus.reader: the one reader of manifest.json (refusals naming file and field, splits -> days ->
 shards, the typed calibration, the digest checks, the inspect report and `inspect --verify`)."""
 import json
 from pathlib import Path
@@ -7,10 +7,12 @@ import numpy as np
 import pytest
 
 from conftest import run, tool
-from suvi_fill import corpus as corpus_module, dataset, segments
-from suvi_fill.coding import encode
-from suvi_fill.corpus import MANIFEST, Calibration, Corpus
-from suvi_fill.errors import DataError, InvalidData, MissingData
+from suvi_fill.corpus import reader as corpus_module
+from suvi_fill.corpus import shards as dataset
+from suvi_fill.corpus import segments
+from suvi_fill.physics.coding import encode
+from suvi_fill.corpus.reader import MANIFEST, Calibration, Corpus
+from suvi_fill.plumbing.errors import DataError, InvalidData, MissingData
 
 DAYS = ("2024-03-01", "2024-03-02")
 

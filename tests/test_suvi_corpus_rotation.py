@@ -1,11 +1,11 @@
-"""suvi_fill.rotation: one Howard model, its rad/s and deg/day forms agreeing, on floats, arrays and tensors."""
+"""suvi_fill.physics.rotation: one Howard model, its rad/s and deg/day forms agreeing, on floats, arrays and tensors."""
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from suvi_fill import rotation
+from suvi_fill.physics import rotation
 
 
 @pytest.mark.parametrize("latitude", [0.0, 17.0, -35.0, 60.0, 90.0])

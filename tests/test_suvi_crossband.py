@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import run, tool
-from suvi_fill.corpus import Corpus
+from suvi_fill.corpus.reader import Corpus
 from test_suvi_fillers import ENV, fill_corpus  # noqa: F401 (fixture)
 
 #: A fit small enough for a test: two gaps, a few samples each, every pattern kept.
@@ -23,7 +23,7 @@ def slots_of(corpus, split) -> set:
 
 def changed_reads(monkeypatch, slots: set):
     "Every stored frame read at one of `slots` comes back halved (its coded values), as if the data were other."
-    from suvi_fill import samples
+    from suvi_fill.corpus import sampler as samples
     read, target = samples.SlotIndex.read, samples.SlotIndex.target
     touched = set()
 
@@ -45,7 +45,8 @@ def changed_reads(monkeypatch, slots: set):
 
 
 def fit(corpus_dir):
-    from suvi_fill import availability, bench
+    from suvi_fill.corpus import availability
+    from suvi_fill.evaluate import bench
     corpus = Corpus.open(corpus_dir)
     trace = availability.Availability.load(corpus_dir / "availability.npz")
     return bench.fit_crossband(corpus_dir, corpus, trace, **FIT)
@@ -69,8 +70,10 @@ def test_coefficients_are_fit_on_the_train_split_only(fill_corpus, monkeypatch):
 def test_crossband_corrects_kept_patterns_and_falls_back_to_the_blend(fill_corpus):
     import torch
     torch.set_num_threads(1)
-    from suvi_fill import availability, bench, coding
-    from suvi_fill.fillers import CrossBand, blend_filler, prepare
+    from suvi_fill.corpus import availability
+    from suvi_fill.evaluate import bench
+    from suvi_fill.physics import coding
+    from suvi_fill.evaluate.fillers import CrossBand, blend_filler, prepare
     coefficients = fit(fill_corpus)
     crossband, blend = CrossBand(coefficients), blend_filler()
     unfit = CrossBand({**coefficients, "fits": {}})
@@ -93,9 +96,9 @@ def test_crossband_corrects_kept_patterns_and_falls_back_to_the_blend(fill_corpu
 
 
 def test_cached_fit_reused_refit_when_stale_and_damage_refused(fill_corpus, tmp_path):
-    from suvi_fill import bench
-    from suvi_fill.errors import InvalidData
-    from suvi_fill.fillers import CROSSBAND_FILE, load_crossband, make_filler
+    from suvi_fill.evaluate import bench
+    from suvi_fill.plumbing.errors import InvalidData
+    from suvi_fill.evaluate.fillers import CROSSBAND_FILE, load_crossband, make_filler
     corpus = tmp_path / "shards"
     shutil.copytree(fill_corpus, corpus)
     (corpus / CROSSBAND_FILE).unlink(missing_ok=True)
@@ -148,7 +151,9 @@ def test_bench_rows_partial_set_and_standard_errors(fill_corpus, tmp_path):
 
 
 def test_partial_samples_keep_some_bands(fill_corpus):
-    from suvi_fill import availability, bench, samples
+    from suvi_fill.corpus import availability
+    from suvi_fill.evaluate import bench
+    from suvi_fill.corpus import sampler as samples
     corpus = Corpus.open(fill_corpus)
     trace = availability.Availability.load(fill_corpus / "availability.npz")
     with bench.BenchSet(fill_corpus, corpus, trace) as chosen:
@@ -164,8 +169,8 @@ def test_partial_samples_keep_some_bands(fill_corpus):
 def test_fill_with_crossband(fill_corpus, tmp_path):
     import hashlib
     from astropy.io import fits as astropy_fits
-    from suvi_fill import sun
-    from suvi_fill.fillers import save_crossband
+    from suvi_fill.sim import sun
+    from suvi_fill.evaluate.fillers import save_crossband
     archive = tmp_path / "archive"
     sun.synthesize(archive, hours=2, resolution=32, progress=False)
     out = tmp_path / "out"

@@ -1,4 +1,4 @@
-"""suvi_fill.dataset: the asinh coding, shard random access, read after delete, fork
+"""suvi_fill.corpus.shards: the asinh coding, shard random access, read after delete, fork
 safety (plain fork and DataLoader workers), atomic writing, bad shards, inspect."""
 import multiprocessing
 import os
@@ -8,7 +8,9 @@ import struct
 import numpy as np
 import pytest
 
-from suvi_fill import dataset, paths
+from suvi_fill.corpus import shards as dataset
+
+from suvi_fill.physics import timebase as paths
 
 DAY = "2024-03-01"
 N = 24

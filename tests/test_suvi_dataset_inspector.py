@@ -1,11 +1,19 @@
-"""suvi_fill.inspector: the plotting functions, headless (Agg), checked for content on a built corpus."""
+"""suvi_fill.widgets.corpus_inspector: the plotting functions, headless (Agg), checked for content on a built corpus."""
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from suvi_fill import dataset, inspector, ingest, metrics, paths
+from suvi_fill import metrics
+
+from suvi_fill.corpus import shards as dataset
+
+from suvi_fill.widgets import corpus_inspector as inspector
+
+from suvi_fill.archive import ingest
+
+from suvi_fill.physics import timebase as paths
 from test_suvi_ingest import DAY, write_archive
 
 

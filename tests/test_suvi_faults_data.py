@@ -16,10 +16,15 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, run, tool
-from suvi_fill import availability, dataset, fits, ingest, paths, segments
-from suvi_fill.corpus import MANIFEST, Corpus, manifest_digest
-from suvi_fill.errors import InvalidData, MissingData
-from suvi_fill.lock import LOCK_NAME
+from suvi_fill.corpus import availability
+from suvi_fill.corpus import shards as dataset
+from suvi_fill.archive import fits
+from suvi_fill.archive import ingest
+from suvi_fill.physics import timebase as paths
+from suvi_fill.corpus import segments
+from suvi_fill.corpus.reader import MANIFEST, Corpus, manifest_digest
+from suvi_fill.plumbing.errors import InvalidData, MissingData
+from suvi_fill.plumbing.lock import LOCK_NAME
 
 DAY = "2024-03-01"
 D0 = paths.first_slot_of_day(DAY)
@@ -222,7 +227,8 @@ def test_frames_that_cannot_be_suvi_frames_are_quarantined_and_the_build_goes_on
 
 SLOW_BUILD = textwrap.dedent("""
     import sys, time
-    from suvi_fill import cli, ingest
+    from suvi_fill import cli
+    from suvi_fill.archive import ingest
     original = ingest._ingest_one
     def slow(*args):
         time.sleep(0.05)

@@ -16,10 +16,13 @@ from astropy.io import fits as astropy_fits
 
 from conftest import run, tool
 from test_suvi_faults_data import D0, DAY, N, build_cli, one_line, write_frames
-from suvi_fill import dataset, fits, ingest, paths
-from suvi_fill.corpus import MANIFEST, Corpus, inspect_command, manifest_digest
-from suvi_fill.errors import InvalidData
-from suvi_fill.lock import directory_lock
+from suvi_fill.corpus import shards as dataset
+from suvi_fill.archive import fits
+from suvi_fill.archive import ingest
+from suvi_fill.physics import timebase as paths
+from suvi_fill.corpus.reader import MANIFEST, Corpus, inspect_command, manifest_digest
+from suvi_fill.plumbing.errors import InvalidData
+from suvi_fill.plumbing.lock import directory_lock
 
 SLOTS = range(D0 + 10, D0 + 34)
 

@@ -22,7 +22,9 @@ from conftest import ROOT, run, tool
 from test_suvi_faults_train import SHORT, error_line, finished, train  # noqa: F401  (finished is a fixture)
 from test_suvi_fill import need
 from test_suvi_train import ENV, corpus, state  # noqa: F401  (corpus is a fixture)
-from suvi_fill import fits, paths, sun
+from suvi_fill.archive import fits
+from suvi_fill.physics import timebase as paths
+from suvi_fill.sim import sun
 
 FIRST = paths.first_slot_of_day(sun.DEFAULT_START)
 LOST_171 = (171, 16, FIRST + 10)            # one band of a GOES-16 frame
@@ -64,7 +66,10 @@ def filled(archive):
 def tiny_checkpoint(path: Path, resolution=None, **net_changes) -> Path:
     "A checkpoint of a tiny untrained net (its config changed by `net_changes`, recording `resolution`)."
     import torch
-    from suvi_fill import checkpoint, conditioning, model, samples
+    from suvi_fill.model import checkpoint
+    from suvi_fill.corpus import conditioning
+    from suvi_fill.model import net as model
+    from suvi_fill.corpus import sampler as samples
     torch.manual_seed(0)
     net = model.build(base=4, depth=1)
     checkpoint.save(path, checkpoint.Checkpoint(model=net.state_dict(), net=net.config | net_changes,
@@ -110,7 +115,7 @@ def test_every_band_of_a_frame_that_lost_all_six_keeps_the_frames_own_time(fille
 
 
 def test_filled_header_never_changes_the_reference_header(archive):
-    from suvi_fill import fill as fill_module
+    from suvi_fill.evaluate import fill_archive as fill_module
     index = fill_module.ArchiveIndex(archive)
     raw, parsed = index.reference(LOST_FRAME[0], LOST_FRAME[1])
     before = raw.tostring()
@@ -250,7 +255,7 @@ def test_training_records_the_corpus_resolution_in_its_checkpoints(finished):
 # ------------------------------------------------- 9. a bench of an empty split
 
 def test_bench_of_a_split_without_targets_is_one_line(corpus, tmp_path):  # noqa: F811
-    from suvi_fill.corpus import manifest_digest
+    from suvi_fill.corpus.reader import manifest_digest
     manifest = json.loads((corpus / "manifest.json").read_text())
     manifest["segments"]["test"] = []
     manifest["digest"] = manifest_digest(manifest)

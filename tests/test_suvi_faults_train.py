@@ -56,7 +56,7 @@ def finished(corpus, tmp_path_factory):  # noqa: F811
 
 def fill_planes(shard_path, byte=0xFF):
     "Overwrite every plane byte of the shard at `shard_path` with `byte` (0xFF: float16 NaN)."
-    from suvi_fill import dataset
+    from suvi_fill.corpus import shards as dataset
     shard = dataset.Shard(shard_path)
     start, length = shard._plane_offset, shard.n_planes * shard.resolution ** 2 * dataset.STORE_DTYPE.itemsize
     shard.close()
@@ -266,7 +266,7 @@ def dead_pid() -> int:
 
 
 def hold_lock(directory: Path, pid: int):
-    "A lock file in `directory` as `suvi_fill.lock` writes it, held by `pid` on this host."
+    "A lock file in `directory` as `suvi_fill.plumbing.lock` writes it, held by `pid` on this host."
     import json
     import socket
     directory.mkdir(parents=True, exist_ok=True)
@@ -276,7 +276,7 @@ def hold_lock(directory: Path, pid: int):
 
 def commands(shards, out):
     "The argv of pool-produce, bench and render writing into `out`, each as small as it runs."
-    from suvi_fill import paths
+    from suvi_fill.physics import timebase as paths
     start = paths.time_of(paths.first_slot_of_day("2024-06-20") + 180)
     return {
         "pool-produce": ["pool-produce", "--shards", str(shards), "--out", str(out), "--slices", "1", "--days", "1"],

@@ -14,7 +14,10 @@ import numpy as np
 import pytest
 
 from conftest import run, tool
-from suvi_fill import fits, ingest, paths, sun
+from suvi_fill.archive import fits
+from suvi_fill.archive import ingest
+from suvi_fill.physics import timebase as paths
+from suvi_fill.sim import sun
 
 FIRST = paths.first_slot_of_day(sun.DEFAULT_START)
 LOST_171 = (171, 16, FIRST + 10)            # one band of a GOES-16 frame
@@ -118,7 +121,10 @@ def test_refusals_are_one_line(tmp_path, filled):
 
 def test_the_learned_filler_records_its_checkpoint_digest(filled, tmp_path):
     import torch
-    from suvi_fill import checkpoint, conditioning, model, samples
+    from suvi_fill.model import checkpoint
+    from suvi_fill.corpus import conditioning
+    from suvi_fill.model import net as model
+    from suvi_fill.corpus import sampler as samples
     work, archive, _, _, _ = filled
     torch.manual_seed(0)
     net = model.build(base=4, depth=1)

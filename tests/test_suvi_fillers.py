@@ -1,4 +1,4 @@
-"""The fillers (`suvi_fill.fillers`) on samples of a tiny synthetic corpus: the shared
+"""The fillers (`suvi_fill.evaluate.fillers`) on samples of a tiny synthetic corpus: the shared
 contract (shape, own bands kept, NaN where nothing holds a lost band), both sample forms,
 the blend filler as the prior blend, a trained checkpoint through the learned filler, and
 the registry's errors.  The corpus and checkpoint fixtures are shared with the bench and
@@ -39,7 +39,7 @@ def build_fill_corpus(base: Path) -> None:
 
 def train_tiny(shards: Path, out: Path) -> None:
     "best.pt of a two-step training run of a tiny model on `shards`, in `out`."
-    result = run([sys.executable, "-m", "suvi_fill.train", "--shards", str(shards),
+    result = run([sys.executable, "-m", "suvi_fill.train.loop", "--shards", str(shards),
                   "--manifest", str(shards / "manifest.json"), "--out", str(out),
                   "--base", "4", "--depth", "1", "--batch", "2", "--workers", "0", "--val-samples", "2",
                   "--max-steps", "2", "--eval-every", "1", "--warmup", "1", "--device", "cpu"],
@@ -74,7 +74,9 @@ def test_samples(fill_corpus):
     "A few bench samples of the test split at gap 1 and 4 (`Sample`s)."
     import torch
     torch.set_num_threads(1)
-    from suvi_fill import availability, bench, segments
+    from suvi_fill.corpus import availability
+    from suvi_fill.evaluate import bench
+    from suvi_fill.corpus import segments
     manifest = segments.load_manifest(fill_corpus / "manifest.json")
     trace = availability.Availability.load(fill_corpus / "availability.npz")
     with bench.BenchSet(fill_corpus, manifest, trace) as chosen:
@@ -88,7 +90,7 @@ CLASSICAL = ("nearest", "derotated", "linear", "optical_flow", "blend")
 
 def test_contract_on_corpus_samples(test_samples):
     from suvi_fill import metrics
-    from suvi_fill.fillers import make_filler
+    from suvi_fill.evaluate.fillers import make_filler
     for sample in test_samples:
         own = ~sample.lost
         for name in CLASSICAL:
@@ -102,8 +104,8 @@ def test_contract_on_corpus_samples(test_samples):
 
 def test_both_sample_forms_agree(test_samples):
     import torch
-    from suvi_fill import conditioning
-    from suvi_fill.fillers import make_filler, prepare
+    from suvi_fill.corpus import conditioning
+    from suvi_fill.evaluate.fillers import make_filler, prepare
     sample = test_samples[-1]
     tensors = conditioning.to_tensors(sample)
     for name in CLASSICAL:
@@ -113,7 +115,7 @@ def test_both_sample_forms_agree(test_samples):
 
 
 def test_nearest_is_the_stored_frame_and_derotated_its_alignment(test_samples):
-    from suvi_fill.fillers import make_filler, nearest_frame, prepare
+    from suvi_fill.evaluate.fillers import make_filler, nearest_frame, prepare
     sample = test_samples[3]                                  # gap 4
     prep = prepare(sample)
     near, rot = make_filler("nearest")(sample), make_filler("derotated")(sample)
@@ -126,8 +128,8 @@ def test_nearest_is_the_stored_frame_and_derotated_its_alignment(test_samples):
 
 
 def test_blend_is_the_prior_blend(test_samples):
-    from suvi_fill import model
-    from suvi_fill.fillers import make_filler, prepare
+    from suvi_fill.model import net as model
+    from suvi_fill.evaluate.fillers import make_filler, prepare
     for sample in test_samples:
         prep = prepare(sample)
         expected = model.prior_blend(prep["aligned"][None], prep["condition"][None], prep["present"][None])[0]
@@ -137,7 +139,7 @@ def test_blend_is_the_prior_blend(test_samples):
 
 
 def test_unfillable_band_is_nan(test_samples):
-    from suvi_fill.fillers import fillable, make_filler
+    from suvi_fill.evaluate.fillers import fillable, make_filler
     sample = dataclasses.replace(test_samples[0])       # a shallow copy
     sample.present = sample.present.copy()
     b = int(np.flatnonzero(sample.lost)[0])
@@ -152,8 +154,8 @@ def test_unfillable_band_is_nan(test_samples):
 
 def test_learned_filler_from_a_checkpoint(test_samples, tiny_checkpoint):
     import torch
-    from suvi_fill import model
-    from suvi_fill.fillers import make_filler, prepare
+    from suvi_fill.model import net as model
+    from suvi_fill.evaluate.fillers import make_filler, prepare
     filler = make_filler("learned", checkpoint=tiny_checkpoint)
     assert filler.offsets == (1, 2, 4, 8, 16)
     net = model.load_learned(tiny_checkpoint)
@@ -167,7 +169,7 @@ def test_learned_filler_from_a_checkpoint(test_samples, tiny_checkpoint):
 
 
 def test_registry_errors(tmp_path):
-    from suvi_fill.fillers import FILLERS, make_filler
+    from suvi_fill.evaluate.fillers import FILLERS, make_filler
     assert set(FILLERS) == {"nearest", "derotated", "linear", "optical_flow", "blend", "crossband", "learned"}
     with pytest.raises(ValueError, match="unknown filler"):
         make_filler("cubic")
@@ -186,7 +188,7 @@ def test_registry_errors(tmp_path):
 def test_optical_flow_one_sided_with_simultaneous_frames(test_samples):
     "Both satellites' frames at the same slot on one side: no motion to extrapolate, no crash."
     import torch
-    from suvi_fill.fillers import OpticalFlow, prepare
+    from suvi_fill.evaluate.fillers import OpticalFlow, prepare
     prep = dict(prepare(test_samples[0]))
     lost = np.flatnonzero(prep["lost"].numpy() > 0.5)
     band = int(lost[0])

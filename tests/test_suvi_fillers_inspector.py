@@ -12,11 +12,11 @@ from test_suvi_fillers import fill_corpus, test_samples  # noqa: F401 (fixtures)
 
 
 def test_comparison_content(test_samples):
-    from suvi_fill import paths
-    from suvi_fill.bench import band_psnr
-    from suvi_fill.filler_inspector import (FIGURE_WIDTH, TITLE_POINTS, comparison, plot_comparison, predictions_for,
+    from suvi_fill.physics import timebase as paths
+    from suvi_fill.evaluate.bench import band_psnr
+    from suvi_fill.widgets.filler_inspector import (FIGURE_WIDTH, TITLE_POINTS, comparison, plot_comparison, predictions_for,
                                              sample_title)
-    from suvi_fill.fillers import make_filler
+    from suvi_fill.evaluate.fillers import make_filler
     fillers = {n: make_filler(n) for n in ("nearest", "optical_flow", "blend")}
     for sample in test_samples[:3]:
         predictions = predictions_for(sample, fillers)
@@ -44,7 +44,7 @@ def test_comparison_content(test_samples):
 
 
 def test_widget_builds(fill_corpus):
-    from suvi_fill.filler_inspector import filler_inspector
+    from suvi_fill.widgets.filler_inspector import filler_inspector
     widget = filler_inspector(fill_corpus, gaps=(1, 10000))
     controls = widget.children[0].children
     assert [c.description for c in controls] == ["split", "gap", "sample"]

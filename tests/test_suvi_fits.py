@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from astropy.io import fits
 
-from suvi_fill import fits as l2
-from suvi_fill import paths
+from suvi_fill.archive import fits as l2
+from suvi_fill.physics import timebase as paths
 
 #: The real GOES-16 header (sunpy test data, BSD-2-Clause), kept in the repository.
 FIXTURE = (Path(__file__).resolve().parent / "data" / "suvi"

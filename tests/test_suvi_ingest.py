@@ -1,4 +1,4 @@
-"""suvi_fill.ingest: SUVI L2 FITS (from the real GOES-16 header and synthetic) to shards,
+"""suvi_fill.archive.ingest: SUVI L2 FITS (from the real GOES-16 header and synthetic) to shards,
 vetting reasons, unreadable files listed and not fatal, the build command end to end."""
 import dataclasses
 import json
@@ -10,7 +10,12 @@ import pytest
 from astropy.io import fits as afits
 
 from conftest import ROOT, run, tool
-from suvi_fill import dataset, fits, ingest, paths, segments, sun
+from suvi_fill.corpus import shards as dataset
+from suvi_fill.archive import fits
+from suvi_fill.archive import ingest
+from suvi_fill.physics import timebase as paths
+from suvi_fill.corpus import segments
+from suvi_fill.sim import sun
 
 FIXTURE = (ROOT / "tests/data/suvi" /
            "dr_suvi-l2-ci195_g16_s20190403T093200Z_e20190403T093600Z_v1-0-0_rebinned.header")
@@ -236,7 +241,8 @@ def test_demo_runs_the_corpus_stages_idempotently(tmp_path):
     # per-test --timeout 1200, not the helper's 600 s, which a loaded 2-core machine can exceed.
     first = run([tool("suvi-fill"), "demo", "--out", str(out), "--until", "corpus", "--quiet"], timeout=1100)
     assert first.returncode == 0, first.stderr
-    from suvi_fill import demo, paths
+    from suvi_fill import demo
+    from suvi_fill.physics import timebase as paths
     shards, slots = 2 * int(demo.DEMO_DAYS), int(demo.DEMO_DAYS * paths.SLOTS_PER_DAY)     # both satellites
     for stage in ("[synth] wrote", f"[build] {shards} shards", f"[profile] {slots:,} slots", "[inspect]", "train:"):
         assert stage in first.stdout, stage

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from suvi_fill.lock import LOCK_NAME, directory_lock, remove_leftovers
-from suvi_fill.lockfile import DirectoryBusy, read_holder
+from suvi_fill.plumbing.lock import LOCK_NAME, directory_lock, remove_leftovers
+from suvi_fill.plumbing.lockfile import DirectoryBusy, read_holder
 
-HOLD = ("import sys, time\nfrom suvi_fill.lock import directory_lock\n"
+HOLD = ("import sys, time\nfrom suvi_fill.plumbing.lock import directory_lock\n"
         "with directory_lock(sys.argv[1], 'suvi-fill train'):\n"
         "    print('held', flush=True); time.sleep(60)\n")
 

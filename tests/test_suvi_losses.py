@@ -1,11 +1,17 @@
-"""suvi_fill.losses: the seed's loss and PSNR, against the numpy bench reference."""
+"""suvi_fill.model.losses: the seed's loss and PSNR, against the numpy bench reference."""
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from suvi_fill import dataset, losses, metrics, paths
+from suvi_fill import metrics
+
+from suvi_fill.corpus import shards as dataset
+
+from suvi_fill.model import losses
+
+from suvi_fill.physics import timebase as paths
 
 
 def vmin_code(wavelength):
@@ -122,6 +128,6 @@ def test_psnr_is_per_band_then_averaged():
 
 
 def test_display_slope_runs_from_the_package():
-    from suvi_fill import losses
+    from suvi_fill.model import losses
     table = losses.display_slope()
     assert table, "display_slope returned nothing"

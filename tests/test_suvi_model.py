@@ -1,4 +1,4 @@
-"""suvi_fill.model: the untrained net is the prior blend, padding/order/depth invariance,
+"""suvi_fill.model.net: the untrained net is the prior blend, padding/order/depth invariance,
 the variants learn, channels_last and bf16 autocast, checkpoints and their refusal."""
 import math
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from suvi_fill import model
-from suvi_fill.paths import SLOT_SECONDS
+from suvi_fill.model import net as model
+from suvi_fill.physics.timebase import SLOT_SECONDS
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

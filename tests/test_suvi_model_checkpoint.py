@@ -7,8 +7,13 @@ import torch
 
 from conftest import run, tool
 from test_suvi_fillers import tiny_corpus
-from suvi_fill import align, availability, conditioning, model, samples, segments
-from suvi_fill.corpus import Corpus
+from suvi_fill.physics import align
+from suvi_fill.corpus import availability
+from suvi_fill.corpus import conditioning
+from suvi_fill.model import net as model
+from suvi_fill.corpus import sampler as samples
+from suvi_fill.corpus import segments
+from suvi_fill.corpus.reader import Corpus
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import pytest
 from astropy.io import fits
 from hypothesis import given, settings, strategies as st
 
-from suvi_fill import paths
+from suvi_fill.physics import timebase as paths
 
 #: The real GOES-16 header (sunpy test data, BSD-2-Clause), kept in the repository.
 FIXTURE = (Path(__file__).resolve().parent / "data" / "suvi"

@@ -1,9 +1,11 @@
-"""The asinh coding, display mapping and display PSNR (suvi_fill.coding) against the trainer's definitions."""
+"""The asinh coding, display mapping and display PSNR (suvi_fill.physics.coding) against the trainer's definitions."""
 import numpy as np
 import pytest
 import torch
 
-from suvi_fill import coding, paths
+from suvi_fill.physics import coding
+
+from suvi_fill.physics import timebase as paths
 
 
 def seed_display_map(coded, eps=0.0):
@@ -89,7 +91,7 @@ def test_bad_input_is_refused():
 
 
 def test_trainer_losses_agree_when_present(batch):
-    losses = pytest.importorskip("suvi_fill.losses")
+    losses = pytest.importorskip("suvi_fill.model.losses")
     prediction, truth, lost = batch
     if hasattr(losses, "display_map"):
         theirs = losses.display_map(torch.from_numpy(prediction), eps=0.0).double().numpy()
@@ -107,7 +109,8 @@ def test_band_psnr_is_the_bench_contract_and_the_old_names_remain(batch):
     expected = 10 * np.log10(1 / np.maximum(((shown - target) ** 2).mean(axis=(-2, -1)), coding.MSE_FLOOR))
     assert np.array_equal(per, expected)
     assert coding.display_psnr(prediction, truth, lost) == pytest.approx((per * lost).sum() / lost.sum())
-    from suvi_fill import dataset, metrics
+    from suvi_fill import metrics
+    from suvi_fill.corpus import shards as dataset
     assert metrics.display_psnr is coding.display_psnr and dataset.decode is coding.decode
     assert dataset.ASINH_RANGE == coding.ASINH_RANGE and dataset.SATURATION == coding.SATURATION
 
@@ -122,5 +125,5 @@ def test_torch_twins_agree_with_numpy():
 def test_importing_coding_does_not_import_torch():
     import subprocess
     import sys
-    code = "import sys, suvi_fill.coding; print('torch' in sys.modules)"
+    code = "import sys, suvi_fill.physics.coding; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"

@@ -1,4 +1,4 @@
-"""The rotating pool (`suvi_fill.pool`, `suvi-fill pool-produce`) with the trainer:
+"""The rotating pool (`suvi_fill.corpus.pool`, `suvi-fill pool-produce`) with the trainer:
 atomic publication, oldest-first retirement, fixed validation slices, a slice retired
 mid-visit, producer and trainer running together, and the trainer's give-up message."""
 import json
@@ -19,7 +19,7 @@ def produce(corpus, out, *extra):
 
 
 def test_produce_publishes_and_retires_oldest_first(corpus, tmp_path):
-    from suvi_fill import pool
+    from suvi_fill.corpus import pool
     out = tmp_path / "pool"
     result = produce(corpus, out, "--slices", "4", "--capacity", "2", "--days", "1")
     assert result.returncode == 0, result.stderr
@@ -40,7 +40,7 @@ def test_produce_publishes_and_retires_oldest_first(corpus, tmp_path):
 
 
 def test_fixed_slices_are_written_once_and_validate(corpus, tmp_path):
-    from suvi_fill import pool
+    from suvi_fill.corpus import pool
     fixed = tmp_path / "val"
     first = produce(corpus, fixed, "--fixed")
     assert first.returncode == 0, first.stderr
@@ -49,7 +49,7 @@ def test_fixed_slices_are_written_once_and_validate(corpus, tmp_path):
     again = produce(corpus, fixed, "--fixed")
     assert again.returncode == 0 and "already written" in again.stdout and sorted(os.listdir(fixed)) == names
     out = tmp_path / "run"
-    result = run([sys.executable, "-m", "suvi_fill.train", "--shards", str(corpus), "--manifest",
+    result = run([sys.executable, "-m", "suvi_fill.train.loop", "--shards", str(corpus), "--manifest",
                   str(corpus / "manifest.json"), "--out", str(out), *TINY, "--val-slices", str(fixed),
                   "--max-steps", "2", "--eval-every", "2"], env=ENV, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -68,7 +68,7 @@ def test_producer_refuses_a_manifest_without_segments(corpus, tmp_path):
 
 def test_a_slice_retired_mid_visit_stays_readable(corpus, tmp_path):
     import numpy as np
-    from suvi_fill import pool
+    from suvi_fill.corpus import pool
     out = tmp_path / "pool"
     assert produce(corpus, out, "--slices", "1", "--days", "1").returncode == 0
     (path, _), = pool.ready_slices(out)
@@ -86,7 +86,7 @@ def test_a_slice_retired_mid_visit_stays_readable(corpus, tmp_path):
 def test_trainer_gives_up_without_a_slice(corpus, tmp_path):
     empty = tmp_path / "pool"
     empty.mkdir()
-    command = [sys.executable, "-m", "suvi_fill.train", "--shards", str(corpus), "--manifest",
+    command = [sys.executable, "-m", "suvi_fill.train.loop", "--shards", str(corpus), "--manifest",
                str(corpus / "manifest.json"), "--out", str(tmp_path / "run"), *TINY,
                "--pool", str(empty), "--steps-per-epoch", "4", "--max-steps", "4"]
     result = run(command, env={**ENV, "SUVI_FILL_POOL_WAIT": "1"}, cwd=ROOT)
@@ -96,7 +96,7 @@ def test_trainer_gives_up_without_a_slice(corpus, tmp_path):
 
 
 def test_producer_and_trainer_together(corpus, tmp_path):
-    from suvi_fill import pool
+    from suvi_fill.corpus import pool
     out = tmp_path / "pool"
     # A capacity of one and no pause: slices are retired while the trainer reads them.
     producer = subprocess.Popen([tool("suvi-fill"), "pool-produce", "--shards", str(corpus), "--out", str(out),
@@ -105,7 +105,7 @@ def test_producer_and_trainer_together(corpus, tmp_path):
                                 text=True)
     try:
         run_dir = tmp_path / "run"
-        result = run([sys.executable, "-m", "suvi_fill.train", "--shards", str(corpus), "--manifest",
+        result = run([sys.executable, "-m", "suvi_fill.train.loop", "--shards", str(corpus), "--manifest",
                       str(corpus / "manifest.json"), "--out", str(run_dir), *TINY[:-4], "--workers", "1",
                       "--val-samples", "2", "--pool", str(out), "--steps-per-epoch", "6", "--epochs", "2",
                       "--eval-every", "6"], env={**ENV, "SUVI_FILL_POOL_WAIT": "60"}, cwd=ROOT, timeout=300)
@@ -121,7 +121,8 @@ def test_producer_and_trainer_together(corpus, tmp_path):
 
 def test_a_slice_retired_between_opening_and_sampling_keeps_its_calibration(corpus, tmp_path):
     import numpy as np
-    from suvi_fill import pool, segments
+    from suvi_fill.corpus import pool
+    from suvi_fill.corpus import segments
     out = tmp_path / "pool"
     assert produce(corpus, out, "--slices", "1", "--days", "1").returncode == 0
     (path, meta), = pool.ready_slices(out)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import run, tool
-from suvi_fill import realism
+from suvi_fill.sim import realism
 
 
 def test_the_real_references_give_the_published_figures():

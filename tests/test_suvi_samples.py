@@ -1,4 +1,4 @@
-"""suvi_fill.samples on a small real corpus (shards written by dataset.ShardWriter, the
+"""suvi_fill.corpus.sampler on a small real corpus (shards written by dataset.ShardWriter, the
 manifest by segments.write_manifest, the availability model by availability.profile):
 targets and their margin, damage fresh per call and pinned per seed, anchors from both
 satellites, edges and outages, sentinel targets, tensors, collate padding through
@@ -7,8 +7,22 @@ import numpy as np
 import pytest
 import torch
 
-from suvi_fill import align, availability, conditioning, dataset, model, paths, samples, segments
-from suvi_fill.errors import DataError
+from suvi_fill.physics import align
+
+from suvi_fill.corpus import availability
+
+from suvi_fill.corpus import conditioning
+
+from suvi_fill.corpus import shards as dataset
+
+from suvi_fill.model import net as model
+
+from suvi_fill.physics import timebase as paths
+
+from suvi_fill.corpus import sampler as samples
+
+from suvi_fill.corpus import segments
+from suvi_fill.plumbing.errors import DataError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

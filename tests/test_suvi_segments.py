@@ -1,4 +1,4 @@
-"""suvi_fill.segments: pristine segments, splits disjoint in time by whole block, the
+"""suvi_fill.corpus.segments: pristine segments, splits disjoint in time by whole block, the
 manifest digest, and the cross-satellite calibration recovered within 1%."""
 import json
 import shutil
@@ -6,7 +6,13 @@ import shutil
 import numpy as np
 import pytest
 
-from suvi_fill import dataset, ingest, paths, segments
+from suvi_fill.corpus import shards as dataset
+
+from suvi_fill.archive import ingest
+
+from suvi_fill.physics import timebase as paths
+
+from suvi_fill.corpus import segments
 from test_suvi_ingest import DAY, write_archive
 
 D0 = paths.first_slot_of_day(DAY)
@@ -103,7 +109,7 @@ def test_calibration_recovers_the_true_gains(corpus):
 
 
 def test_calibration_recovers_the_simulators_gains_within_one_percent(tmp_path):
-    from suvi_fill import sun
+    from suvi_fill.sim import sun
     summary = sun.synthesize(tmp_path / "src", hours=6, resolution=64, seed=3, progress=False)
     ingest.build(tmp_path / "src", tmp_path / "out", progress=False, span_min=4)
     cal = segments.load_manifest(tmp_path / "out")["calibration"]
@@ -138,7 +144,7 @@ def test_a_changed_shard_is_caught_and_an_interrupted_build_keeps_the_old_manife
 
 def test_split_windows_go_whole_to_one_split_and_are_recorded(corpus):
     "With a stretch, segments are cut at window edges and each window goes whole to one split."
-    from suvi_fill import segments
+    from suvi_fill.corpus import segments
     shards = segments.open_shards(corpus / "out")
     try:
         found = segments.find_segments(shards, 8)

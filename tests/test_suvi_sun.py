@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from conftest import run, tool
-from suvi_fill import paths, rotation, sun
-from suvi_fill.fits import SENTINEL_VALUE, read_l2, sentinel_fraction
+from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import rotation
+from suvi_fill.sim import sun
+from suvi_fill.archive.fits import SENTINEL_VALUE, read_l2, sentinel_fraction
 
 START = "2024-03-18"
 
@@ -422,7 +424,7 @@ def test_synth_command_outage_scale(tmp_path):
 
 def _demo_frames(band, count=4, resolution=64, seed=0):
     "`count` noisy frames of `band` over 8 days at `resolution`, as realism SolarImages (calibration undone)."
-    from suvi_fill import realism
+    from suvi_fill.sim import realism
     model, instrument = sun.SunModel(seed, START, 8.0), sun.Instrument(seed)
     first, i, frames = paths.first_slot_of_day(START), paths.BAND_INDEX[band], []
     for k in np.linspace(0, 8 * paths.SLOTS_PER_DAY - 1, count).astype(int):
@@ -438,7 +440,7 @@ def _demo_frames(band, count=4, resolution=64, seed=0):
 
 def test_realism_at_the_demo_resolution():
     "The radial profile through and above the limb and the on-disk spread within 25 % of AIA 171 at 64 px."
-    from suvi_fill import realism
+    from suvi_fill.sim import realism
     rows = {r["figure"]: r for r in realism.compare(_demo_frames(171), [])}
     met = [name for name in rows if "median" in name or "std" in name]
     assert len(met) == 5

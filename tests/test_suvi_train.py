@@ -1,4 +1,4 @@
-"""The trainer (`suvi_fill.train`) end to end on a tiny CPU model and a tiny synthetic
+"""The trainer (`suvi_fill.train.loop`) end to end on a tiny CPU model and a tiny synthetic
 corpus: refusals, the untrained baseline, eval cadence and checkpoints, ABORT, plateau
 decay to FROZEN, warmup, the loop cap, --max-steps, the LR range test, the overfit
 gate, resume (including after SIGKILL), --evaluate, the iterative fallback, loader
@@ -39,8 +39,8 @@ def corpus(tmp_path_factory):
 
 
 def train(corpus, out, *extra, env=None, timeout=300):
-    "Run `python -m suvi_fill.train` on the corpus with the tiny model."
-    command = [sys.executable, "-m", "suvi_fill.train", "--shards", str(corpus),
+    "Run `python -m suvi_fill.train.loop` on the corpus with the tiny model."
+    command = [sys.executable, "-m", "suvi_fill.train.loop", "--shards", str(corpus),
                "--manifest", str(corpus / "manifest.json"), "--out", str(out), *TINY, *extra]
     return run(command, env={**ENV, **(env or {})}, cwd=ROOT, timeout=timeout)
 
@@ -65,7 +65,7 @@ def test_refuses_a_manifest_without_segments(corpus, tmp_path):
     del manifest["segments"]
     old = tmp_path / "old_manifest.json"
     old.write_text(json.dumps(manifest))
-    result = run([sys.executable, "-m", "suvi_fill.train", "--shards", str(corpus), "--manifest", str(old),
+    result = run([sys.executable, "-m", "suvi_fill.train.loop", "--shards", str(corpus), "--manifest", str(old),
                   "--out", str(tmp_path / "run"), *TINY], env=ENV)
     assert result.returncode == 2                   # a refusal to start (DataError), not ABORT
     assert "has no 'segments': it predates the pristine-segment corpus" in result.stderr
@@ -74,8 +74,8 @@ def test_refuses_a_manifest_without_segments(corpus, tmp_path):
 
 def refusal(corpus, tmp_path, *extra):
     "The trainer's refusal (OptionError message) for these flags, run in-process."
-    from suvi_fill import train as trainer
-    from suvi_fill.errors import OptionError
+    from suvi_fill.train import loop as trainer
+    from suvi_fill.plumbing.errors import OptionError
     with pytest.raises(OptionError) as refused:
         trainer.main(["--shards", str(corpus), "--manifest", str(corpus / "manifest.json"),
                       "--out", str(tmp_path / "run"), *TINY, *extra])
@@ -135,7 +135,7 @@ def test_untrained_baseline_then_evals_on_the_cadence(short_run):
 
 def test_warmup_ramps_the_lr(short_run):
     out, _ = short_run
-    from suvi_fill.policies import learning_rate
+    from suvi_fill.train.policies import learning_rate
     rows = history(out)[1:]
     # The row's lr is the one the last optimiser step used (step - 1).
     assert rows[0]["lr"] == pytest.approx(learning_rate(2, 1e-5, warmup=4))
@@ -145,7 +145,7 @@ def test_warmup_ramps_the_lr(short_run):
 
 def test_checkpoints_are_written_and_loadable(short_run):
     out, _ = short_run
-    from suvi_fill import model
+    from suvi_fill.model import net as model
     last = state(out / "last.pt")
     assert last["step"] == 6 and last["args"]["cond_layout"] == list(model.COND_LAYOUT)
     assert {"model", "optimiser", "epoch", "lr_scale", "manifest", "best"} <= set(last)
@@ -263,7 +263,7 @@ def test_lr_range_records_every_20_steps_without_evals(corpus, tmp_path):
     out = tmp_path / "run"
     result = train(corpus, out, "--lr-range", "1e-5,1e-1", "--max-steps", "40", "--steps-per-epoch", "100")
     assert result.returncode == 0, result.stderr
-    from suvi_fill.policies import sweep_rate
+    from suvi_fill.train.policies import sweep_rate
     rows = history(out)
     assert [r["step"] for r in rows] == [20, 40] and all(set(r) == {"step", "lr", "train_loss"} for r in rows)
     assert rows[0]["lr"] == pytest.approx(sweep_rate(19, 1e-5, 1e-1, 40))
@@ -278,7 +278,7 @@ OVERFIT_STEPS, OVERFIT_FACTOR = 1600, 10.0
 
 def test_overfit_gate_drives_the_loss_down_tenfold(corpus, tmp_path):
     out = tmp_path / "run"
-    from suvi_fill import losses
+    from suvi_fill.model import losses
     result = train(corpus, out, "--overfit", "1", "--batch", "1", "--epochs", str(OVERFIT_STEPS),
                    "--lr", "1e-3", "--warmup", "10", "--eval-every", str(OVERFIT_STEPS // 4), "--base", "16",
                    "--plateau-evals", "0", timeout=1200)
@@ -298,7 +298,7 @@ def test_overfit_gate_drives_the_loss_down_tenfold(corpus, tmp_path):
 
 def test_sigkill_mid_run_resumes_losing_at_most_eval_every(corpus, tmp_path):
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "suvi_fill.train", "--shards", str(corpus), "--manifest",
+    command = [sys.executable, "-m", "suvi_fill.train.loop", "--shards", str(corpus), "--manifest",
                str(corpus / "manifest.json"), "--out", str(out), *TINY, "--eval-every", "2",
                "--max-steps", "100000", "--steps-per-epoch", "100000", "--val-samples", "2"]
     process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **ENV},
@@ -331,13 +331,13 @@ def test_sigkill_mid_run_resumes_losing_at_most_eval_every(corpus, tmp_path):
 # ------------------------------------------------------------ in-process behaviours
 
 def _args(corpus, **overrides):
-    from suvi_fill.train_config import TrainConfig
+    from suvi_fill.train.config import TrainConfig
     return TrainConfig(**{"shards": str(corpus), "manifest": str(corpus / "manifest.json"), "out": "unused",
                           **overrides})
 
 
 def _split(corpus, name):
-    from suvi_fill import train_data as trainer
+    from suvi_fill.train import data as trainer
     opened = trainer.read_corpus(_args(corpus))
     trace = trainer.load_availability(str(corpus))
     return trainer.ShardSet(str(corpus), opened.splits[name], opened.satellites, availability=trace,
@@ -346,7 +346,7 @@ def _split(corpus, name):
 
 
 def test_fallback_over_thousands_of_unbuildable_targets_is_iterative(corpus):
-    from suvi_fill import dataset
+    from suvi_fill.corpus import shards as dataset
     data, _ = _split(corpus, "train")
     satellite, when = data.items[0]
     # A slot no shard holds: the sampler cannot build it, just as a sentinel frame.
@@ -374,7 +374,7 @@ def test_validation_is_deterministic_per_slot(corpus):
 
 def test_loader_settings(corpus):
     import torch
-    from suvi_fill import train_data as trainer
+    from suvi_fill.train import data as trainer
     data, _ = _split(corpus, "val")
     args = _args(corpus, workers=8, batch=2)
     val = trainer.make_val_loader(data, args, torch.device("cpu"))
@@ -391,7 +391,7 @@ def test_loader_settings(corpus):
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs CUDA")
 def test_cuda_cache_emptied_each_eval(corpus, tmp_path, monkeypatch):
     import torch
-    from suvi_fill import train as trainer
+    from suvi_fill.train import loop as trainer
     calls = []
     original = torch.cuda.empty_cache
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: (calls.append(1), original()))
@@ -406,7 +406,7 @@ def test_cuda_cache_emptied_each_eval(corpus, tmp_path, monkeypatch):
 def test_two_process_ddp_trains_logs_once_and_resumes(corpus, tmp_path):
     out = tmp_path / "run"
     torchrun = tool("torchrun")
-    common = [torchrun, "--standalone", "--nproc_per_node=2", "-m", "suvi_fill.train",
+    common = [torchrun, "--standalone", "--nproc_per_node=2", "-m", "suvi_fill.train.loop",
               "--shards", str(corpus), "--manifest", str(corpus / "manifest.json"), "--out", str(out),
               *TINY, "--eval-every", "2", "--steps-per-epoch", "100"]
     result = run(common + ["--max-steps", "4"], env=ENV, cwd=ROOT, timeout=300)
@@ -440,8 +440,8 @@ def test_a_missing_resume_checkpoint_is_refused_with_exit_2(corpus, tmp_path):
 
 
 def test_a_manifest_without_span_min_is_refused_unless_span_is_given(corpus, tmp_path):
-    from suvi_fill.errors import DataError
-    from suvi_fill.train_data import read_corpus
+    from suvi_fill.plumbing.errors import DataError
+    from suvi_fill.train.data import read_corpus
     manifest = json.loads((corpus / "manifest.json").read_text())
     del manifest["span_min"]
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
@@ -452,7 +452,7 @@ def test_a_manifest_without_span_min_is_refused_unless_span_is_given(corpus, tmp
 
 def test_gap_max_defaults_to_the_seeds_damage_and_every_option_says_its_default():
     import argparse
-    from suvi_fill.train_config import TrainConfig, add_arguments
+    from suvi_fill.train.config import TrainConfig, add_arguments
     assert TrainConfig(shards="s", manifest="m", out="o").gap_max == 0
     parser = add_arguments(argparse.ArgumentParser())
     parser.format_help()                                # a stray '%' in a help text fails here

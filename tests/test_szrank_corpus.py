@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from conftest import run, tool
-from szrank.stream import (EXPECTED_RECORD_SIZE, EXPORT_HEADER, EXPORT_MAGIC, RECORD_DTYPE, StreamWriter,
+from szrank.stream.format import (EXPECTED_RECORD_SIZE, EXPORT_HEADER, EXPORT_MAGIC, RECORD_DTYPE, StreamWriter,
                            empty_records, example_records, stream_header, write_stream)
-from szrank import snapshot as snapshot_module
-from szrank.snapshot import (DEPLOYMENT_EXTRA, SPLIT_RUNS, ExporterError, ExportInterrupted, HeaderError,
+from szrank.stream import snapshot as snapshot_module
+from szrank.stream.snapshot import (DEPLOYMENT_EXTRA, SPLIT_RUNS, ExporterError, ExportInterrupted, HeaderError,
                              MissingSplitError, PartialRecordError, UnknownRunError, create_training_snapshot,
                              inspect_snapshot, load_split_runs)
 
@@ -85,7 +85,7 @@ def test_writer_refuses_foreign_arrays(tmp_path):
 
 
 def test_stream_and_snapshot_do_not_import_torch():
-    result = run([sys.executable, "-c", "import sys, szrank.stream, szrank.snapshot; "
+    result = run([sys.executable, "-c", "import sys, szrank.stream.format, szrank.stream.snapshot; "
                   "assert 'torch' not in sys.modules, 'torch imported'"])
     assert result.returncode == 0, result.stderr
 
@@ -172,8 +172,8 @@ def test_inspect_cli_split_runs_file_and_deployment_runs(tmp_path):
 EXPORTER = textwrap.dedent('''
     import os, signal, sys, time
     import numpy as np
-    from szrank.stream import example_records, stream_header
-    from szrank.snapshot import SPLIT_RUNS
+    from szrank.stream.format import example_records, stream_header
+    from szrank.stream.snapshot import SPLIT_RUNS
     argv = sys.argv[1:]
     mode = argv[argv.index("--mode") + 1]
     root = argv[argv.index("--root") + 1]
@@ -304,7 +304,7 @@ def _wait_for_partial(directory: Path, timeout: float = 60.0) -> Path:
 
 SNAPSHOT_SCRIPT = textwrap.dedent('''
     import sys
-    from szrank.snapshot import ExportInterrupted, create_training_snapshot
+    from szrank.stream.snapshot import ExportInterrupted, create_training_snapshot
     root, snapshots, *command = sys.argv[1:]
     try:
         create_training_snapshot(root, command, snapshots, False, progress=False)
@@ -376,7 +376,7 @@ def _keys(batch):
 
 @pytest.mark.parametrize("batch_size, shuffle_records", [(64, 1000), (100, 0), (1, 1), (256, 4096), (97, 333)])
 def test_each_selected_record_exactly_once(epoch_snapshot, batch_size, shuffle_records):
-    from szrank.batches import iter_record_batches
+    from szrank.stream.batches import iter_record_batches
     for splits in ({"train"}, {"validation", "stress"}, set(SPLIT_RUNS)):
         batches = list(iter_record_batches(epoch_snapshot, splits, batch_size, shuffle_records, 5, 0))
         assert all(len(b) == batch_size for b in batches[:-1]) and 0 < len(batches[-1]) <= batch_size
@@ -390,7 +390,7 @@ def test_each_selected_record_exactly_once(epoch_snapshot, batch_size, shuffle_r
 
 
 def test_max_records_per_split(epoch_snapshot):
-    from szrank.batches import iter_record_batches
+    from szrank.stream.batches import iter_record_batches
     batches = list(iter_record_batches(epoch_snapshot, {"train", "test"}, 64, 500, 3, 420))
     records = np.concatenate(batches)
     for name, run_id in (("train", RUNS[0]), ("test", RUNS[2])):
@@ -400,15 +400,15 @@ def test_max_records_per_split(epoch_snapshot):
 
 
 def test_shuffle_is_deterministic_across_processes(epoch_snapshot):
-    from szrank.batches import iter_record_batches
+    from szrank.stream.batches import iter_record_batches
     here = [k for b in iter_record_batches(epoch_snapshot, set(SPLIT_RUNS), 128, 2048, 42, 0) for k in _keys(b)]
     assert here == [k for b in iter_record_batches(epoch_snapshot, set(SPLIT_RUNS), 128, 2048, 42, 0) for k in _keys(b)]
     assert here != [k for b in iter_record_batches(epoch_snapshot, set(SPLIT_RUNS), 128, 2048, 43, 0) for k in _keys(b)]
     assert here != sorted(here)
     code = textwrap.dedent(f'''
         import hashlib
-        from szrank.snapshot import SPLIT_RUNS, inspect_snapshot
-        from szrank.batches import iter_record_batches
+        from szrank.stream.snapshot import SPLIT_RUNS, inspect_snapshot
+        from szrank.stream.batches import iter_record_batches
         info = inspect_snapshot({str(epoch_snapshot.path)!r})
         digest = hashlib.sha256()
         for batch in iter_record_batches(info, set(SPLIT_RUNS), 128, 2048, 42, 0):
@@ -424,7 +424,7 @@ def test_shuffle_is_deterministic_across_processes(epoch_snapshot):
 
 
 def test_memory_is_bounded_by_the_shuffle_buffer(tmp_path):
-    from szrank.batches import decode_batch, iter_record_batches
+    from szrank.stream.batches import decode_batch, iter_record_batches
     path = tmp_path / "large.sztx"
     with StreamWriter(path) as writer:                  # 24k records: 44 MB on disk
         for i in range(6):
@@ -453,7 +453,7 @@ def _large_snapshot(path, chunks=6):
 
 def test_file_order_batches_are_read_only_views_that_outlive_the_epoch(epoch_snapshot):
     "Each file-order batch views its chunk's map; the map lives as long as the batch, after the file is closed."
-    from szrank.batches import decode_batch, iter_record_batches
+    from szrank.stream.batches import decode_batch, iter_record_batches
     epoch = iter_record_batches(epoch_snapshot, set(SPLIT_RUNS), 100, 0, 0, 0)
     batches = list(epoch)                               # the generator is done and its file closed
     epoch.close()
@@ -467,7 +467,7 @@ def test_file_order_batches_are_read_only_views_that_outlive_the_epoch(epoch_sna
 
 @pytest.mark.parametrize("shuffle_records", [0, 700])
 def test_a_file_that_cannot_be_mapped_is_read_instead(epoch_snapshot, monkeypatch, shuffle_records):
-    from szrank import batches as batches_module
+    from szrank.stream import batches as batches_module
     expected = [b.tobytes() for b in batches_module.iter_record_batches(epoch_snapshot, set(SPLIT_RUNS), 64,
                                                                         shuffle_records, 9, 0)]
     def refuse(*args, **kwargs):
@@ -480,8 +480,8 @@ def test_a_file_that_cannot_be_mapped_is_read_instead(epoch_snapshot, monkeypatc
 
 @pytest.mark.parametrize("shuffle_records", [0, 2048])
 def test_a_snapshot_truncated_during_an_epoch_is_an_error(tmp_path, shuffle_records):
-    from szrank.batches import iter_record_batches
-    from szrank.snapshot import SnapshotError
+    from szrank.stream.batches import iter_record_batches
+    from szrank.stream.snapshot import SnapshotError
     path = tmp_path / "shrinks.sztx"
     info = _large_snapshot(path, chunks=3)
     epoch = iter_record_batches(info, {"train"}, 512, shuffle_records, 0, 0)
@@ -496,7 +496,7 @@ def test_a_snapshot_truncated_during_an_epoch_is_an_error(tmp_path, shuffle_reco
 def test_file_order_memory_is_bounded_by_the_chunks_in_use(tmp_path):
     "Mapped chunks are released with their batches: resident memory stays near one chunk, not the file."
     import psutil
-    from szrank.batches import decode_batch, iter_record_batches
+    from szrank.stream.batches import decode_batch, iter_record_batches
     path = tmp_path / "large.sztx"
     info = _large_snapshot(path, chunks=8)              # 32k records: 58 MB on disk
     process = psutil.Process()
@@ -510,8 +510,8 @@ def test_file_order_memory_is_bounded_by_the_chunks_in_use(tmp_path):
 
 
 def test_a_snapshot_changed_after_inspection_is_refused(epoch_snapshot, tmp_path):
-    from szrank.batches import iter_record_batches
-    from szrank.snapshot import SnapshotError
+    from szrank.stream.batches import iter_record_batches
+    from szrank.stream.snapshot import SnapshotError
     copy = tmp_path / "copy.sztx"
     copy.write_bytes(epoch_snapshot.path.read_bytes()[:-1824])
     import dataclasses
@@ -524,8 +524,8 @@ def test_a_snapshot_changed_after_inspection_is_refused(epoch_snapshot, tmp_path
 
 def test_decode_refuses_bad_records_from_a_file(tmp_path):
     "Inspection refuses a NaN feature (issue 19: it used to pass); a bad gain, left to decoding, is located in the file."
-    from szrank.batches import RecordError, decode_batch, iter_record_batches, locate_record_fault
-    from szrank.snapshot import RecordValueError
+    from szrank.stream.batches import RecordError, decode_batch, iter_record_batches, locate_record_fault
+    from szrank.stream.snapshot import RecordValueError
     records = example_records(300, RUNS[0], seed=3, first_sequence=5000)
     records["proposal"][123, 17] = np.nan
     path = tmp_path / "nan.sztx"

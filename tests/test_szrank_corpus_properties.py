@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from szrank.snapshot import (SPLIT_RUNS, HeaderError, PartialRecordError, SnapshotError, UnknownRunError,
+from szrank.stream.snapshot import (SPLIT_RUNS, HeaderError, PartialRecordError, SnapshotError, UnknownRunError,
                              inspect_snapshot)
-from szrank.stream import (EXPORT_HEADER, EXPORT_MAGIC, RECORD_DTYPE, StreamFormatError, example_records,
+from szrank.stream.format import (EXPORT_HEADER, EXPORT_MAGIC, RECORD_DTYPE, StreamFormatError, example_records,
                            stream_header, validate_stream_header, write_stream)
 
 RUNS = list(SPLIT_RUNS.values())
@@ -89,7 +89,7 @@ def test_truncated_streams(tmp_path, valid_stream, cut):
 def test_random_records_after_a_valid_header(tmp_path, body, deployment):
     payload = stream_header() + body
     if deployment:                  # every run is acceptable: counts add up, or a bad value is named in place
-        from szrank.snapshot import RecordValueError
+        from szrank.stream.snapshot import RecordValueError
         try:
             _, info = _inspect(tmp_path, payload, includes_additional_runs=True)
         except RecordValueError as exc:
@@ -107,7 +107,7 @@ def test_random_records_after_a_valid_header(tmp_path, body, deployment):
 @PROPERTY
 @given(data=st.data(), count=st.integers(1, 8))
 def test_decode_of_random_record_bytes(data, count):
-    from szrank.batches import RecordError, decode_batch
+    from szrank.stream.batches import RecordError, decode_batch
     records = example_records(count, RUNS[0], seed=count)
     raw = bytearray(records.tobytes())
     # overwrite a few random spans of the valid records with random bytes

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from conftest import run, tool
-from szrank.modelfile import load_model
-from szrank.reference import reference_forward
-from szrank.plots import (list_generations, load_report, plot_gain_uplift, plot_precision_recall,
+from szrank.ranker.modelfile import load_model
+from szrank.ranker.reference import reference_forward
+from szrank.widgets.plots import (list_generations, load_report, plot_gain_uplift, plot_precision_recall,
                           plot_reliability, plot_split)
 
 
@@ -55,7 +55,7 @@ def test_demo_passes_the_gate_and_publishes(demo):
 def test_published_model_ranks_with_the_numpy_reference(demo):
     "The deployed file, run by the numpy reference alone, ranks fresh records of the hidden rule."
     out, _ = demo
-    from szrank.synthetic import synthesize_run
+    from szrank.stream.synthetic import synthesize_run
     from sklearn.metrics import roc_auc_score
     records = synthesize_run(np.random.default_rng(123), "00000000-0000-0000-0000-000000000001", 1500)
     proposal = records["proposal"]

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from conftest import run, tool
-from szrank import snapshot as snapshot_module
-from szrank.snapshot import SPLIT_RUNS, ExporterError, create_training_snapshot
+from szrank.stream import snapshot as snapshot_module
+from szrank.stream.snapshot import SPLIT_RUNS, ExporterError, create_training_snapshot
 
 # An exporter in Python: writes the four runs (or part of them), then misbehaves as asked; it records its own
 # pid and, where it starts one, its helper's pid.
 EXPORTER = textwrap.dedent('''
     import os, subprocess, sys, time
-    from szrank.stream import example_records, stream_header
+    from szrank.stream.format import example_records, stream_header
     runs = RUNS
     mode, piddir = sys.argv[1], sys.argv[2]
     open(os.path.join(piddir, "exporter.pid"), "w").write(str(os.getpid()))

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from conftest import run, tool
-from szrank.architecture import expected_payload_float_count
-from szrank.model import initialize_member
-from szrank.modelfile import (HEADER_CRC_OFFSET, HEADER_METRICS, ModelFileError, header_crc32, load_model,
+from szrank.ranker.architecture import expected_payload_float_count
+from szrank.ranker.model import initialize_member
+from szrank.ranker.modelfile import (HEADER_CRC_OFFSET, HEADER_METRICS, ModelFileError, header_crc32, load_model,
                               serialize_model)
 
 VALIDATION = dict(zip(HEADER_METRICS, (0.6, 0.2, 0.03, 0.5, 1.6, 0.4, 0.6, 0.3)), records=5000)

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from conftest import run, tool
-from szrank.lock import LOCK_NAME
-from szrank.snapshot import SPLIT_RUNS
-from szrank.stream import write_stream
-from szrank.synthetic import synthesize_corpus
+from szrank.plumbing.lock import LOCK_NAME
+from szrank.stream.snapshot import SPLIT_RUNS
+from szrank.stream.format import write_stream
+from szrank.stream.synthetic import synthesize_corpus
 
 TINY = {"train": 512, "validation": 256, "test": 256, "stress": 256}
 DEAD_PID = 2**22 + 7   # above the default pid_max: never a live process
@@ -123,8 +123,8 @@ def limited_memory(limit: int):
 
 
 def test_a_huge_wrong_model_file_is_refused_from_its_header_without_being_read(tmp_path):
-    from szrank.model import initialize_member
-    from szrank.modelfile import HEADER_METRICS, serialize_model
+    from szrank.ranker.model import initialize_member
+    from szrank.ranker.modelfile import HEADER_METRICS, serialize_model
     validation = dict(zip(HEADER_METRICS, (0.6, 0.2, 0.03, 0.5, 1.6, 0.4, 0.6, 0.3)), records=5000)
     good = serialize_model([initialize_member(seed, "cpu") for seed in range(3)], 1, b"\1" * 32, validation)
     limit = 4 * 2**30                                       # the tester's 4 GB machine
@@ -147,8 +147,8 @@ def test_a_huge_wrong_model_file_is_refused_from_its_header_without_being_read(t
 def test_a_run_folder_is_claimed_exclusively(tmp_path, monkeypatch):
     "The other process's folder appears between a look and a create: the second writer must still be refused."
     import uuid
-    from szrank import archive
-    from szrank.archive import ArchiveError, RunWriter, run_metadata
+    from szrank.search import archive
+    from szrank.search.archive import ArchiveError, RunWriter, run_metadata
     run_id = uuid.UUID(int=12, version=4)
     first = RunWriter(tmp_path, run_id, {"who": "first"})
 
@@ -165,7 +165,7 @@ def test_a_run_folder_is_claimed_exclusively(tmp_path, monkeypatch):
 
 def test_two_searches_of_one_seed_at_the_same_instant_get_one_run_folder_each_or_a_refusal(tmp_path):
     import multiprocessing
-    from szrank.archive import list_runs
+    from szrank.search.archive import list_runs
     context = multiprocessing.get_context("spawn")
     for attempt in range(3):
         archive = tmp_path / f"a{attempt}"
@@ -183,8 +183,8 @@ def test_two_searches_of_one_seed_at_the_same_instant_get_one_run_folder_each_or
 
 def _claim(archive, barrier, outcomes):
     "One of two processes opening run 0 of seed 9 at the same instant."
-    from szrank.archive import ArchiveError, RunWriter
-    from szrank.search import run_stream
+    from szrank.search.archive import ArchiveError, RunWriter
+    from szrank.search.runs import run_stream
     run_id = run_stream(9, 0)[1]
     barrier.wait()
     try:
@@ -196,8 +196,8 @@ def _claim(archive, barrier, outcomes):
 
 
 def test_a_population_seed_already_in_the_archive_is_refused_before_any_work(tmp_path, monkeypatch):
-    from szrank import population
-    from szrank.search import run_searches
+    from szrank.search import population
+    from szrank.search.runs import run_searches
     common = dict(runs=1, steps=None, seed=4, topology=42, workers=1, show_progress=False, budget=300,
                   strategy="population")
     first = run_searches(tmp_path, **common)
@@ -210,7 +210,7 @@ def test_a_population_seed_already_in_the_archive_is_refused_before_any_work(tmp
     with pytest.raises(Exception, match=rf"{tmp_path / first[0].run_id}: run 0 of --seed 4 \(population\) is "
                                         r"already in the archive; use another --seed"):
         run_searches(tmp_path, **common)
-    from szrank.search import run_population       # the run itself, called directly: its folder comes first too
+    from szrank.search.runs import run_population       # the run itself, called directly: its folder comes first too
     with pytest.raises(Exception, match="run already in the archive"):
         run_population(tmp_path, 42, 300, seed=4)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
@@ -274,7 +274,7 @@ def test_train_buffer_sizes_out_of_range_are_refused_naming_the_flag(tmp_path, f
     (b"v 0 0 0\nv 1 0 0\nv 0 1 0\nv 1 1 1\nv 2 2 2\nf 1 2 3\nf 1 4 5\n", 7,
      "face 2 has no plane: its corners coincide or lie on one line")])
 def test_obj_input_faults_name_the_file_and_line(tmp_path, text, line, message):
-    from szrank.obj import ObjError, read_configuration, read_obj
+    from szrank.search.obj import ObjError, read_configuration, read_obj
     path = tmp_path / "shape.obj"
     path.write_bytes(text)
     for read in (read_obj, lambda p: read_configuration(p, 42)):
@@ -284,7 +284,7 @@ def test_obj_input_faults_name_the_file_and_line(tmp_path, text, line, message):
 
 
 def test_obj_planes_of_huge_finite_coordinates_are_fitted(tmp_path):
-    from szrank.obj import fit_planes
+    from szrank.search.obj import fit_planes
     square = np.array([[0, 0, 2.0], [1, 0, 2], [1, 1, 2], [0, 1, 2]])
     for scale in (1e-300, 1.0, 1e300, 5e307):     # 5e307: corners of 1e308, whose sum overflows
         normals, offsets = fit_planes(square * scale, [[0, 1, 2, 3]])
@@ -294,7 +294,7 @@ def test_obj_planes_of_huge_finite_coordinates_are_fitted(tmp_path):
 def test_a_run_file_naming_another_run_is_refused_naming_the_field(tmp_path):
     "A name read from run.json must be its own folder's: a renamed folder or an edited run_id is refused."
     import uuid
-    from szrank.archive import ArchiveError, RunWriter, list_runs
+    from szrank.search.archive import ArchiveError, RunWriter, list_runs
     writer = RunWriter(tmp_path, uuid.UUID(int=1, version=4), {})
     renamed = tmp_path / str(uuid.UUID(int=2, version=4))
     writer.directory.rename(renamed)

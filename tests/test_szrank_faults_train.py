@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 
 from conftest import run, tool
-from szrank import modelfile
-from szrank.errors import WriteError
-from szrank.lock import LOCK_NAME
-from szrank.modelfile import PublishInterrupted, current_report, publish_model, reconcile_report, serialize_model
-from szrank.snapshot import SPLIT_RUNS
-from szrank.stream import write_stream
-from szrank.synthetic import synthesize_corpus
+from szrank.ranker import modelfile
+from szrank.plumbing.errors import WriteError
+from szrank.plumbing.lock import LOCK_NAME
+from szrank.ranker.modelfile import PublishInterrupted, current_report, publish_model, reconcile_report, serialize_model
+from szrank.stream.snapshot import SPLIT_RUNS
+from szrank.stream.format import write_stream
+from szrank.stream.synthetic import synthesize_corpus
 
 TINY = {"train": 512, "validation": 256, "test": 256, "stress": 256}
 FAST = ["--report-epochs", "1", "--batch-size", "128", "--shuffle-records", "512", "--threads", "1",
@@ -119,7 +119,7 @@ def test_a_full_disk_while_publishing_is_one_line_naming_the_file(tmp_path, snap
 
 def test_a_gate_refusal_prints_its_reasons_and_exits_4_even_if_the_report_cannot_be_written(tmp_path, monkeypatch,
                                                                                             capsys):
-    from szrank import train as train_module
+    from szrank.train import loop as train_module
 
     def full(path, value):
         raise WriteError(28, f"{path}: cannot write: No space left on device; free space on that file system")
@@ -176,8 +176,8 @@ def test_a_killed_runs_lock_and_leftovers_are_taken_over_and_removed(tmp_path):
 
 @pytest.fixture(scope="module")
 def two_models():
-    from szrank.model import initialize_member
-    from szrank.modelfile import HEADER_METRICS
+    from szrank.ranker.model import initialize_member
+    from szrank.ranker.modelfile import HEADER_METRICS
     validation = dict(zip(HEADER_METRICS, (0.6, 0.2, 0.03, 0.5, 1.6, 0.4, 0.6, 0.3)), records=5000)
     members = [initialize_member(seed, "cpu") for seed in range(3)]
     return [serialize_model(members, seed, b"\1" * 32, validation) for seed in (1, 2)]

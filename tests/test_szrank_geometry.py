@@ -4,11 +4,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from szrank.geometry import Evaluator, evaluate_exact, face_polygons, layout, random_planes, winding_numbers
-from szrank.topology import TOPOLOGIES, link_orders
+from szrank.geometry.defects import Evaluator, evaluate_exact, face_polygons, layout, random_planes, winding_numbers
+from szrank.geometry.topology import TOPOLOGIES, link_orders
 
 
-# ---- the exact reference: written from the definitions, sharing no code with szrank.geometry ----
+# ---- the exact reference: written from the definitions, sharing no code with szrank.geometry.defects ----
 
 def sub(a, b): return tuple(x - y for x, y in zip(a, b))
 def dot(a, b): return sum(x * y for x, y in zip(a, b))

@@ -1,10 +1,10 @@
 """The v1 feature block: layout, invariance under translation and scaling, finiteness."""
 import numpy as np
 
-from szrank import stream
-from szrank.features import (FACE_FEATURE_NAMES, FACE_FEATURES, FEATURE_FLOATS, GLOBAL_FEATURE_NAMES, GLOBAL_FEATURES,
+from szrank.stream import format as stream
+from szrank.ranker.features import (FACE_FEATURE_NAMES, FACE_FEATURES, FEATURE_FLOATS, GLOBAL_FEATURE_NAMES, GLOBAL_FEATURES,
                              features, split_features)
-from szrank.geometry import evaluate, layout, random_planes
+from szrank.geometry.defects import evaluate, layout, random_planes
 
 
 def test_layout_matches_the_stream_format():
@@ -50,7 +50,7 @@ def test_feature_values_follow_their_definitions():
 
 def test_a_proposal_carries_its_gain_over_the_anchor():
     "Features 7 and 8 are the reference's counts minus the configuration's, per row (labels are anchor-relative)."
-    from szrank.search import apply_move
+    from szrank.search.runs import apply_move
     rng = np.random.default_rng(8)
     L = layout(21)
     normals, offsets = random_planes(rng)
@@ -72,7 +72,7 @@ def test_convex_and_self_crossing_faces():
     # Planes tangent to a sphere with small random tilts keep some faces convex-looking; whatever the
     # configuration, turning numbers of faces without degenerate corners are integers, simple faces have |turning| 1 and convexity 1,
     # and convexity (the majority share) lies in [1/2, 1].
-    from szrank.features import slog
+    from szrank.ranker.features import slog
     rng = np.random.default_rng(1)
     L = layout(47)
     normals, offsets = random_planes(rng, 20)

@@ -1,4 +1,4 @@
-"""szrank.metrics: the streaming accumulator against scikit-learn, and the gate's rules."""
+"""szrank.train.metrics: the streaming accumulator against scikit-learn, and the gate's rules."""
 import math
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import average_precision_score, brier_score_loss, log_loss
 
-from szrank.metrics import MetricAccumulator, report_gate, scalar_metrics
+from szrank.train.metrics import MetricAccumulator, report_gate, scalar_metrics
 
 N = 20_000
 

@@ -1,4 +1,4 @@
-"""szrank.model and the training loop: the seed's initialisation, loss, schedule,
+"""szrank.ranker.model and the training loop: the seed's initialisation, loss, schedule,
 bootstrap and best-epoch restoration."""
 import math
 from types import SimpleNamespace
@@ -8,10 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from szrank.architecture import FACE_COUNT, MOVE_COUNT, SCALE_COUNT
-from szrank.model import RankerMember, autocast_context, initialize_member
-from szrank.objective import member_loss, weighted_mean
-from szrank.train import learning_rate_factor
+from szrank.ranker.architecture import FACE_COUNT, MOVE_COUNT, SCALE_COUNT
+from szrank.ranker.model import RankerMember, autocast_context, initialize_member
+from szrank.ranker.objective import member_loss, weighted_mean
+from szrank.train.loop import learning_rate_factor
 
 
 def batch(n=200, seed=0, **changes):
@@ -119,11 +119,11 @@ def test_schedule_warmup_then_cosine_to_five_percent():
 
 
 def test_best_epoch_weights_are_restored(tmp_path):
-    from szrank.synthetic import synthesize_corpus
-    from szrank.snapshot import SPLIT_RUNS, inspect_snapshot
-    from szrank.stream import write_stream
-    from szrank.train import train_ensemble
-    from szrank.train_config import TrainConfig
+    from szrank.stream.synthetic import synthesize_corpus
+    from szrank.stream.snapshot import SPLIT_RUNS, inspect_snapshot
+    from szrank.stream.format import write_stream
+    from szrank.train.loop import train_ensemble
+    from szrank.train.config import TrainConfig
     write_stream(tmp_path / "s.sztx", synthesize_corpus(SPLIT_RUNS, records={"train": 256, "validation": 8,
                                                                              "test": 8, "stress": 8}))
     snapshot = inspect_snapshot(tmp_path / "s.sztx")

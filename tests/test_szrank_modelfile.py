@@ -1,4 +1,4 @@
-"""szrank.modelfile: the byte-exact SZTRNK01 file, every rejection, the numpy
+"""szrank.ranker.modelfile: the byte-exact SZTRNK01 file, every rejection, the numpy
 reference forward pass against torch, and crash-safe publishing."""
 import hashlib
 import os
@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from conftest import ROOT, run
-from szrank import modelfile
-from szrank.architecture import expected_payload_float_count
-from szrank.model import RankerMember, ensemble_outputs, initialize_member, members_from_model
-from szrank.modelfile import (FIXED_FIELDS, MODEL_HEADER, MODEL_HEADER_BYTES, ModelFileError, load_model,
+from szrank.ranker import modelfile
+from szrank.ranker.architecture import expected_payload_float_count
+from szrank.ranker.model import RankerMember, ensemble_outputs, initialize_member, members_from_model
+from szrank.ranker.modelfile import (FIXED_FIELDS, MODEL_HEADER, MODEL_HEADER_BYTES, ModelFileError, load_model,
                               publish_model, serialize_model)
-from szrank.reference import reference_forward
+from szrank.ranker.reference import reference_forward
 
 VALIDATION = {"average_precision": 0.61, "brier_score": 0.19, "expected_calibration_error": 0.02,
               "top_k_gain": 0.7, "policy_cross_entropy": 1.5, "prevalence": 0.4,
@@ -162,7 +162,7 @@ def test_reference_path_imports_no_torch(model_bytes, tmp_path):
     path = tmp_path / "model.sztf"
     path.write_bytes(model_bytes)
     code = ("import sys, numpy as np\n"
-            "from szrank.modelfile import load_model\nfrom szrank.reference import reference_forward\n"
+            "from szrank.ranker.modelfile import load_model\nfrom szrank.ranker.reference import reference_forward\n"
             f"model = load_model({str(path)!r})\n"
             "out = reference_forward(model, np.zeros((2, 12, 16)), np.zeros((2, 24)), np.array([0, 58]))\n"
             "assert 'torch' not in sys.modules, 'the reference imported torch'\n"

@@ -6,10 +6,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from szrank.archive import read_run
-from szrank.geometry import evaluate, layout, random_planes
-from szrank.obj import ObjError, archive_configuration, obj_command, read_configuration, read_obj, write_obj
-from szrank.search import run_search
+from szrank.search.archive import read_run
+from szrank.geometry.defects import evaluate, layout, random_planes
+from szrank.search.obj import ObjError, archive_configuration, obj_command, read_configuration, read_obj, write_obj
+from szrank.search.runs import run_search
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "szilassi" / "public_solver"   # the public solver's (MIT)
 SHAPES = sorted(FIXTURES.glob("topology_*/shape_c*_i*_*.obj"))

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from szrank.fastcount import count_totals
-from szrank.geometry import (evaluate, evaluate_exact, layout, public_feet_flags, public_flags, public_recount,
+from szrank.geometry.fastcount import count_totals
+from szrank.geometry.defects import (evaluate, evaluate_exact, layout, public_feet_flags, public_flags, public_recount,
                              random_planes)
-from szrank.obj import read_configuration, read_obj
+from szrank.search.obj import read_configuration, read_obj
 
 DATA = Path(__file__).resolve().parent / "data" / "szilassi" / "public_solver"
 SHAPES = sorted(DATA.glob("topology_*/shape_c*_i*_*.obj"))
@@ -132,7 +132,7 @@ def test_evaluate_and_count_totals_count_by_the_public_rule():
 
 def test_fast_counts_equal_evaluate_with_and_without_numba(monkeypatch):
     "count_totals (compiled when numba is there) gives evaluate's C, I and degenerate, configuration by configuration."
-    from szrank import fastcount
+    from szrank.geometry import fastcount
     rng = np.random.default_rng(8)
     for topology in (0, 42, 58):
         L = layout(topology)
@@ -183,7 +183,7 @@ def test_the_symmetric_record_counts_c0_i4_every_way(path):
 
 def test_quality_factors_are_the_public_solvers():
     "Angle, distance, length and plane factors of its search's vertices: its printed values (6 digits) on all 212."
-    from szrank.geometry import public_quality
+    from szrank.geometry.defects import public_quality
     for (topology, name), row in counts_table().items():
         got = public_quality(*read_configuration(DATA / f"topology_{topology}" / name, topology), topology)[0]
         assert np.allclose(got, row["factors"], rtol=2e-6, atol=1e-6), (name, got, row["factors"])

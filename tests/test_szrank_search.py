@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from conftest import run, tool
-from szrank.archive import (EVENT_DTYPE, SHARD_HEADER, ArchiveError, RunWriter, export_records, list_runs,
+from szrank.search.archive import (EVENT_DTYPE, SHARD_HEADER, ArchiveError, RunWriter, export_records, list_runs,
                             read_run, read_shard)
-from szrank.errors import ConfigError
-from szrank.features import features
-from szrank.geometry import evaluate, layout
-from szrank.search import (FACE_COUNT, MOVE_COUNT, SCALE_COUNT, UNIFORM_FLOOR, RankerPolicy, UniformPolicy,
+from szrank.plumbing.errors import ConfigError
+from szrank.ranker.features import features
+from szrank.geometry.defects import evaluate, layout
+from szrank.search.runs import (FACE_COUNT, MOVE_COUNT, SCALE_COUNT, UNIFORM_FLOOR, RankerPolicy, UniformPolicy,
                            apply_move, run_search, temperature_at)
-from szrank.stream import EXPORT_HEADER, RECORD_DTYPE, validate_stream_header
+from szrank.stream.format import EXPORT_HEADER, RECORD_DTYPE, validate_stream_header
 
 
 def small_run(archive, seed, index=0, topology=None, policy=None, steps=10):
@@ -65,8 +65,8 @@ def test_events_record_what_happened(tmp_path):
 
 def make_model(path: Path) -> Path:
     import torch
-    from szrank.model import initialize_member
-    from szrank.modelfile import HEADER_METRICS, serialize_model
+    from szrank.ranker.model import initialize_member
+    from szrank.ranker.modelfile import HEADER_METRICS, serialize_model
     members = [initialize_member(11 + k, torch.device("cpu")) for k in range(3)]
     metrics = {name: 0.0 for name in HEADER_METRICS}
     metrics["records"] = 0
@@ -92,7 +92,7 @@ def test_ranker_guided_propensities_are_exact(tmp_path):
 
 def test_moves_touch_one_plane_and_keep_unit_normals():
     rng = np.random.default_rng(2)
-    from szrank.geometry import random_planes
+    from szrank.geometry.defects import random_planes
     n, d = random_planes(rng)
     for move in range(MOVE_COUNT):
         for scale in range(SCALE_COUNT):
@@ -240,7 +240,7 @@ BEST_LINE = r"best C\+I (\d+) after (\d+) evaluations"
 
 def test_population_strategy_from_the_command_line(tmp_path):
     "`--strategy population --evaluations N`: the budget ends the run, best.obj holds the best, the last line says it."
-    from szrank.obj import read_configuration
+    from szrank.search.obj import read_configuration
     root = tmp_path / "archive"
     result = run([tool("szrank"), "search", "--archive", str(root), "--topology", "42", "--evaluations", "3000",
                   "--strategy", "population", "--seed", "4"], timeout=300)

@@ -33,7 +33,7 @@ def imports(tree):
 def test_szrank_never_imports_suvi_fill():
     for name, tree in modules():
         assert not [t for t in imports(tree) if t.split(".")[0] == "suvi_fill"], name
-    code = "import sys, szrank.cli, szrank.train, szrank.demo; assert not [m for m in sys.modules if m.startswith('suvi_fill')]"
+    code = "import sys, szrank.cli, szrank.train.loop, szrank.demo; assert not [m for m in sys.modules if m.startswith('suvi_fill')]"
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
 
 
@@ -65,9 +65,9 @@ def test_functions_are_short_and_only_cli_modules_exit():
 
 
 def test_library_errors_are_szrank_errors_with_status_2():
-    from szrank.errors import ConfigError, SzrankError
-    from szrank.modelfile import ModelFileError, load_model
-    from szrank.train_config import TrainConfig, validate_config
+    from szrank.plumbing.errors import ConfigError, SzrankError
+    from szrank.ranker.modelfile import ModelFileError, load_model
+    from szrank.train.config import TrainConfig, validate_config
     with pytest.raises(ConfigError) as error:
         validate_config(TrainConfig(batch_size=0))
     assert error.value.status == 2
@@ -79,7 +79,7 @@ def test_library_errors_are_szrank_errors_with_status_2():
 def test_one_useful_record_rule_for_loss_and_evaluation():
     "Training needs positive propensities; the evaluation scores every useful in-range record (the seed's two uses)."
     from types import SimpleNamespace
-    from szrank.objective import clip_gain, policy_records, scored_policy_records, useful_records
+    from szrank.ranker.objective import clip_gain, policy_records, scored_policy_records, useful_records
     batch = SimpleNamespace(improved=torch.tensor([1.0, 0.0, 0.0, 0.4]), better=torch.tensor([False, True, False, False]),
                             plane_action=torch.tensor([0, 1, 2, 3]), move_action=torch.tensor([0, 1, 2, 3]),
                             scale_action=torch.tensor([0, 1, 2, 0]),
@@ -93,26 +93,26 @@ def test_one_useful_record_rule_for_loss_and_evaluation():
 
 
 def test_metrics_and_loss_read_the_rules_from_the_objective():
-    for module in ("metrics", "objective"):
+    for module in ("train/metrics", "ranker/objective"):
         source = (PACKAGE / f"{module}.py").read_text()
-        if module == "metrics":
+        if module == "train/metrics":
             assert "scored_policy_records(batch)" in source and "clip_gain(" in source
             assert "improved > 0.5" not in source and ".clamp(-gain_clip" not in source
 
 
 def test_report_architecture_comes_from_the_spec():
-    from szrank import architecture
+    from szrank.ranker import architecture
     report = architecture.architecture_report()
     assert (report["d_model"], report["layers"], report["heads"], report["feed_forward"], report["ensemble"]) == (
         architecture.MODEL_WIDTH, architecture.LAYER_COUNT, architecture.ATTENTION_HEADS,
         architecture.FEED_FORWARD_WIDTH, architecture.ENSEMBLE_SIZE)
-    assert "MODEL_WIDTH" not in (PACKAGE / "train.py").read_text()
+    assert "MODEL_WIDTH" not in (PACKAGE / "train" / "loop.py").read_text()
 
 
 @pytest.mark.skipif(os.name == "nt", reason="POSIX executable bits")
 def test_exporter_is_a_path_with_spaces_user_and_relative_parts(tmp_path, monkeypatch):
-    from szrank.errors import ConfigError
-    from szrank.train_config import find_exporter
+    from szrank.plumbing.errors import ConfigError
+    from szrank.train.config import find_exporter
     folder = tmp_path / "home" / "build tools"
     folder.mkdir(parents=True)
     tool = folder / "Transformer Export"
@@ -131,7 +131,7 @@ def test_exporter_is_a_path_with_spaces_user_and_relative_parts(tmp_path, monkey
 
 
 def test_exporter_is_searched_as_the_seed_does(tmp_path):
-    from szrank.train_config import find_exporter
+    from szrank.train.config import find_exporter
     release = tmp_path / "build" / "Release" / "TransformerTrainingExport.exe"
     debug = tmp_path / "build" / "x" / "Debug" / "TransformerTrainingExport.exe"
     for path in (debug, release):
@@ -144,12 +144,12 @@ def test_exporter_is_searched_as_the_seed_does(tmp_path):
 
 @pytest.mark.skipif(not hasattr(os, "getpriority"), reason="POSIX priorities")
 def test_trainer_and_exporter_run_below_normal_priority(tmp_path):
-    from szrank.snapshot import create_training_snapshot
+    from szrank.stream.snapshot import create_training_snapshot
     report = tmp_path / "niceness"
     exporter = tmp_path / "exporter.py"
     exporter.write_text(f"import os, sys\nopen({str(report)!r}, 'w').write(str(os.nice(0)))\nsys.exit(1)\n")
     with pytest.raises(Exception):
         create_training_snapshot(tmp_path, [sys.executable, str(exporter)], tmp_path / "snap", False)
     assert int(report.read_text()) >= 5
-    code = "import os; from szrank.common import lower_priority; b = os.nice(0); lower_priority(); print(os.nice(0) - b)"
+    code = "import os; from szrank.plumbing.common import lower_priority; b = os.nice(0); lower_priority(); print(os.nice(0) - b)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "5"

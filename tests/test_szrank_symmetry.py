@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from conftest import run, tool
-from szrank.archive import list_runs, read_run
-from szrank.errors import ConfigError
-from szrank.geometry import dual_vertices, evaluate, layout
-from szrank.obj import read_configuration
-from szrank.population import planes_from_x, population_search
-from szrank.symmetry import automorphisms, make_symmetry, permutation_order, symmetry_of
-from szrank.topology import TOPOLOGIES, TOPOLOGY_COUNT
+from szrank.search.archive import list_runs, read_run
+from szrank.plumbing.errors import ConfigError
+from szrank.geometry.defects import dual_vertices, evaluate, layout
+from szrank.search.obj import read_configuration
+from szrank.search.population import planes_from_x, population_search
+from szrank.geometry.symmetry import automorphisms, make_symmetry, permutation_order, symmetry_of
+from szrank.geometry.topology import TOPOLOGIES, TOPOLOGY_COUNT
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "szilassi" / "public_solver"   # copies, with their licence (README there)
 
@@ -47,7 +47,7 @@ def test_symmetric_configurations_are_symmetric():
 
 
 def _orbits(symmetry):
-    from szrank.symmetry import _orbits
+    from szrank.geometry.symmetry import _orbits
     return _orbits(symmetry.permutation)
 
 
@@ -91,8 +91,8 @@ def test_the_c2_symmetric_shape_of_5_goes_below_the_public_record():
     found by `population_search(4, 10_000, 1, symmetry=symmetry_of(4))` under the previous counter: 2 by the
     public rule (its file recount, at the frame scale and as given; the public solver's own counter gave C 2
     I 0 to this file and to its planes), by the strict rule, and its planes are C2-symmetric."""
-    from szrank.geometry import evaluate_exact, public_recount
-    from szrank.obj import read_obj
+    from szrank.geometry.defects import evaluate_exact, public_recount
+    from szrank.search.obj import read_obj
     path = Path(__file__).resolve().parent / "data" / "szilassi" / "c2_symmetric_p5.obj"
     normals, offsets = read_configuration(path, 4)
     L, symmetry = layout(4), symmetry_of(4)

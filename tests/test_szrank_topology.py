@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from szrank import topology
-from szrank.topology import (LEX_TOPOLOGIES, PAPER_RELABELLINGS, STAR_CYCLE, TOPOLOGIES, TOPOLOGY_COUNT,
+from szrank.geometry import topology
+from szrank.geometry.topology import (LEX_TOPOLOGIES, PAPER_RELABELLINGS, STAR_CYCLE, TOPOLOGIES, TOPOLOGY_COUNT,
                              candidate_relabellings, canonical_form, canonical_relabelling, check_topology,
                              index_from_lex, lex_index, normalise, read_public_topologies,
                              enumerate_labelled, link_orders, load_topologies, orient, read_triangulation,

@@ -9,12 +9,12 @@ import time
 import pytest
 
 from conftest import run, tool
-from szrank.synthetic import synthesize_corpus
-from szrank.modelfile import load_model
-from szrank.plots import load_report
-from szrank.snapshot import SPLIT_RUNS
-from szrank.stream import write_stream
-from szrank.train_config import parse_args
+from szrank.stream.synthetic import synthesize_corpus
+from szrank.ranker.modelfile import load_model
+from szrank.widgets.plots import load_report
+from szrank.stream.snapshot import SPLIT_RUNS
+from szrank.stream.format import write_stream
+from szrank.train.config import parse_args
 
 # Every flag of the seed's parse_args with its default (--repository aside: the seed took its own checkout).
 SEED_DEFAULTS = {
@@ -159,7 +159,7 @@ def test_split_runs_file_and_deployment_all_runs(tmp_path):
             "test": "00000000-0000-4000-8000-000000000003", "stress": "00000000-0000-4000-8000-000000000004"}
     extra = {"extra": "00000000-0000-4000-8000-000000000005"}
     import numpy as np
-    from szrank.synthetic import synthesize_run
+    from szrank.stream.synthetic import synthesize_run
     corpus = np.concatenate([synthesize_corpus(runs, seed=3, records=TINY),
                              synthesize_run(np.random.default_rng(4), extra["extra"], 128)])
     snapshot = tmp_path / "other.sztx"

@@ -2,11 +2,11 @@
 import numpy as np
 import pytest
 
-from szrank.errors import ConfigError
-from szrank.geometry import evaluate, layout, random_planes
-from szrank.search import run_population, run_search
-from szrank.obj import configuration_vertices
-from szrank.view import NewBestBrowser, configuration_figure, marked_edges, new_bests, polygon_triangles, view_html
+from szrank.plumbing.errors import ConfigError
+from szrank.geometry.defects import evaluate, layout, random_planes
+from szrank.search.runs import run_population, run_search
+from szrank.search.obj import configuration_vertices
+from szrank.widgets.view import NewBestBrowser, configuration_figure, marked_edges, new_bests, polygon_triangles, view_html
 
 
 def test_marked_edges_follow_the_counts():

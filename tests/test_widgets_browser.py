@@ -43,10 +43,10 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 WAIT_MS = 120_000     # a redraw of the filler inspector takes seconds on a loaded 2-core machine
 CELLS = {
-    "frame": "from suvi_fill.inspector import inspector\ninspector(CORPUS)",
-    "filler": "from suvi_fill.filler_inspector import filler_inspector\nfiller_inspector(CORPUS, gaps=(1, 4))",
-    "calibration": "from szrank.plots import report_browser\nreport_browser(MODEL)",
-    "view": "from szrank.view import NewBestBrowser\nNewBestBrowser(ARCHIVE, RUN).widget",
+    "frame": "from suvi_fill.widgets.corpus_inspector import inspector\ninspector(CORPUS)",
+    "filler": "from suvi_fill.widgets.filler_inspector import filler_inspector\nfiller_inspector(CORPUS, gaps=(1, 4))",
+    "calibration": "from szrank.widgets.plots import report_browser\nreport_browser(MODEL)",
+    "view": "from szrank.widgets.view import NewBestBrowser\nNewBestBrowser(ARCHIVE, RUN).widget",
 }
 SCREEN_TITLE_PX = 12     # the least height of a title on screen that a person reads without leaning in
 
@@ -54,9 +54,9 @@ SCREEN_TITLE_PX = 12     # the least height of a title on screen that a person r
 @pytest.fixture(scope="module")
 def published_model(tmp_path_factory):
     "A published szrank model directory (a tiny forced-deploy training run)."
-    from szrank.snapshot import SPLIT_RUNS
-    from szrank.stream import write_stream
-    from szrank.synthetic import synthesize_corpus
+    from szrank.stream.snapshot import SPLIT_RUNS
+    from szrank.stream.format import write_stream
+    from szrank.stream.synthetic import synthesize_corpus
     base = tmp_path_factory.mktemp("szrank_model")
     write_stream(base / "tiny.sztx", synthesize_corpus(SPLIT_RUNS, seed=11,
                                                        records={"train": 512, "validation": 256, "test": 256, "stress": 256}))
@@ -70,7 +70,7 @@ def published_model(tmp_path_factory):
 @pytest.fixture(scope="module")
 def search_run(tmp_path_factory):
     "An archive with one short annealed run (several new bests); `(archive, run id)`."
-    from szrank.search import run_search
+    from szrank.search.runs import run_search
     archive = tmp_path_factory.mktemp("szrank_archive")
     summary = run_search(archive, topology=42, steps=30, seed=3, replicas=2, iterations=3)
     return archive, str(summary.run_id)
@@ -259,8 +259,8 @@ def test_the_calibration_browser_follows_its_split(page):
 
 def test_the_filler_inspector_titles_are_readable(page):
     "A title's height on screen: its size in the PNG times the scale the picture is shown at."
-    from suvi_fill.filler_inspector import TITLE_POINTS
-    from suvi_fill.panel import PNG_DPI
+    from suvi_fill.widgets.filler_inspector import TITLE_POINTS
+    from suvi_fill.widgets.panel import PNG_DPI
     image = cell(page, "filler").locator(".jp-OutputArea-output img").first
     shown, natural = image.evaluate("img => [img.getBoundingClientRect().width, img.naturalWidth]")
     on_screen = TITLE_POINTS * PNG_DPI / 72 * shown / natural

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from szrank.geometry import random_planes
-from szrank.obj import obj_text, read_configuration
-from szrank.topology import PAPER_RELABELLINGS
+from szrank.geometry.defects import random_planes
+from szrank.search.obj import obj_text, read_configuration
+from szrank.geometry.topology import PAPER_RELABELLINGS
 
 HERE = Path(__file__).resolve().parent
 TOPOLOGIES = (0, 4, 21, 42, 58)

@@ -1,0 +1,1 @@
+"""The search the ranker speeds up: raw event archives, OBJ files, the population optimiser and the runs with their workers."""
