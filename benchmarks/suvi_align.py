@@ -17,7 +17,7 @@ import time
 import numpy as np
 import torch
 
-from suvi_fill import metrics
+from suvi_fill.physics import coding as metrics
 
 from suvi_fill.physics import align
 

@@ -34,7 +34,7 @@ from suvi_fill.evaluate import fillers
 from suvi_fill.train import loop as train
 from suvi_fill.corpus.reader import Corpus
 from suvi_fill.model.losses import balanced_criterion, criterion
-from suvi_fill.metrics import band_psnr
+from suvi_fill.physics.coding import band_psnr
 from suvi_fill.train.config import TrainConfig, validate_config
 
 GAPS = demo.DEMO_GAPS

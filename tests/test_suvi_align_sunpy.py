@@ -32,7 +32,7 @@ with warnings.catch_warnings():
     need("reproject", "sunpy.map needs reproject")
     need("sunpy.physics.differential_rotation", "the reference rotation is sunpy's")
 
-metrics = pytest.importorskip("suvi_fill.metrics")
+metrics = pytest.importorskip("suvi_fill.physics.coding")
 
 SIZE, RADIUS, B0 = 160, 48.0, 5.0
 FEATURES = [(lat, lon, 3.0, 0.5) for lat in (-50, -20, 0, 15, 40) for lon in (-70, -35, 0, 30, 65)]

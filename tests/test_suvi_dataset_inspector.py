@@ -5,7 +5,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from suvi_fill import metrics
+from suvi_fill.physics import coding as metrics
 
 from suvi_fill.corpus import shards as dataset
 

@@ -89,7 +89,7 @@ CLASSICAL = ("nearest", "derotated", "linear", "optical_flow", "blend")
 
 
 def test_contract_on_corpus_samples(test_samples):
-    from suvi_fill import metrics
+    from suvi_fill.physics import coding as metrics
     from suvi_fill.evaluate.fillers import make_filler
     for sample in test_samples:
         own = ~sample.lost

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from suvi_fill import metrics
+from suvi_fill.physics import coding as metrics
 
 from suvi_fill.corpus import shards as dataset
 

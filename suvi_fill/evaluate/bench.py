@@ -315,7 +315,7 @@ def run_bench(shards_dir, corpus, availability, fillers: dict, gaps=GAPS, count=
               "requested_samples": int(count), "requested_partial_samples": int(partial_count),
               "manifest": corpus.digest,
               "resolution": corpus.resolution, "shards": str(shards_dir),
-              "metric": "mean display PSNR (dB) over (sample, lost band), hard bench mapping (suvi_fill.metrics)",
+              "metric": "mean display PSNR (dB) over (sample, lost band), hard bench mapping (suvi_fill.physics.coding)",
               "gap_definition": "slots from the target to the nearest frame holding each lost band (any satellite), "
                                 + SIDE_DEFINITIONS[sides],
               "targets": targets, "seconds": round(time.perf_counter() - started, 1)}
