@@ -5,7 +5,7 @@
 # %% auto 0
 __all__ = ['DISTRIBUTION', 'package_version']
 
-# %% ../nbs/suvi_fill/00_package.ipynb 3
+# %% ../nbs/suvi_fill/00_package.ipynb 5
 DISTRIBUTION = "suvi-szrank"
 
 

@@ -5,7 +5,7 @@
 # %% auto 0
 __all__ = []
 
-# %% ../nbs/szrank/00_package.ipynb 2
+# %% ../nbs/szrank/00_package.ipynb 4
 from szrank.plumbing.common import package_version
 
 __version__ = package_version()
