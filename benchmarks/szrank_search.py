@@ -16,11 +16,23 @@ once their best is <= T (the record is 4: a run that reaches it stops using CPU;
         --strategies symmetric --stop-at 4 --workers 1
     nice python benchmarks/szrank_search.py --topologies 42 --seeds 5 --evaluations 3000000 --strategies population
     nice python benchmarks/szrank_search.py --topologies all --seeds 1 --evaluations 1000000 --strategies symmetric
+
+Beside the public C++ solver (`--public-solver PATH`: its binary, built from its source with the patch
+that takes seed, topology and budget from the command line): both run the same budget on the same
+topology and seed, one after the other, pinned to the same core, and the rate of each (evaluations per
+CPU-second of its own process) and their ratio are printed in one run.  Without the option that
+comparison is skipped.
+
+    nice python benchmarks/szrank_search.py --public-solver ~/szilassi/szilassi --topologies 4,42 --seeds 2 \
+        --evaluations 300000 --strategies population
 """
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
+import subprocess
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -106,6 +118,41 @@ def counting_rates(seconds: float = 2.0) -> list[tuple[str, float, float]]:
     return rows
 
 
+PUBLIC_TOPOLOGIES = Path(__file__).resolve().parents[1] / "tests" / "data" / "szilassi" / "public_solver" / "topologies.txt"
+SUMMARY = re.compile(r"SUMMARY seed (\d+) topology (\d+) elapsed_s (\S+) cpu_s (\S+) evals (\d+) .* best (\d+)")
+
+
+def public_run(binary: Path, topology: int, seed: int, budget: int) -> tuple[int, float, int]:
+    """(evaluations, CPU seconds, best C+I) of one run of the public solver's binary, in a scratch folder
+    holding its `topologies.txt` (it reads the file from its working directory)."""
+    with tempfile.TemporaryDirectory() as folder:
+        shutil.copy(PUBLIC_TOPOLOGIES, Path(folder) / "topologies.txt")
+        out = subprocess.run([str(binary), str(seed), str(topology), str(budget), "0"], cwd=folder,
+                             capture_output=True, text=True, check=True).stdout
+    match = SUMMARY.search(out)
+    if match is None:
+        raise SystemExit(f"{binary}: no SUMMARY line in its output (is it built with linux_bench.patch?)")
+    return int(match[5]), float(match[4]), int(match[6])
+
+
+def beside_public(binary: Path, topologies, seeds: int, budget: int) -> None:
+    "Our population search (the public solver's optimiser) and the C++ solver, same core, same budget, one after the other."
+    core = sorted(os.sched_getaffinity(0))[-1]
+    os.sched_setaffinity(0, {core})          # this process and the binary it starts share one core
+    print(f"\nbeside the public C++ solver ({binary}), core {core}, {budget:,} evaluations a run")
+    print(f"{'topo':>5}{'seed':>5}{'ours evals/CPU-s':>18}{'C++ evals/CPU-s':>17}{'ratio':>7}{'ours best':>10}{'C++ best':>9}")
+    ratios = []
+    for topology in topologies:
+        for seed in range(1, seeds + 1):
+            _, _, _, history, used, cpu, _ = one(("population", topology, seed, budget, 0))
+            public_evals, public_cpu, public_best = public_run(binary, topology, seed, budget)
+            ours, theirs = used / cpu, public_evals / public_cpu
+            ratios.append(ours / theirs)
+            print(f"{topology:>5}{seed:>5}{ours:>18,.0f}{theirs:>17,.0f}{ours / theirs:>7.2f}{history[-1][1]:>10}{public_best:>9}",
+                  flush=True)
+    print(f"  median ratio ours / C++: {np.median(ratios):.2f} over {len(ratios)} runs")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topologies", default="37,42,58", help="comma-separated 0-based indices, or 'all'")
@@ -115,6 +162,8 @@ def main() -> None:
     parser.add_argument("--strategies", default="anneal,population,symmetric")
     parser.add_argument("--stop-at", type=int, default=0, help="end population/symmetric runs at this best C+I")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--public-solver", type=Path, help="the public C++ solver's binary (see the docstring): "
+                        "run it beside our population search on the same core and print the ratio of rates")
     parser.add_argument("--plan", choices=("issue",), help="issue: the issue's figures in one pool (population on #43, "
                         "5 seeds x 3M; population on all 59 at 1M; anneal on 37, 42, 58, 3 seeds x --anneal-evaluations)")
     args = parser.parse_args()
@@ -139,6 +188,8 @@ def main() -> None:
                   f"{history[-1][0]} evaluations (of {used}), {used / cpu:,.0f} evaluations/CPU-s", flush=True)
     results.sort(key=lambda r: (r[0], r[1], r[2], r[4]))
     report(results, args)
+    if args.public_solver:
+        beside_public(args.public_solver, topologies, args.seeds, args.evaluations)
 
 
 def report(results, args) -> None:
