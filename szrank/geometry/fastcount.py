@@ -243,7 +243,7 @@ def _already_crossed(V, n, d, e, g, b, c):
 # %% ../../nbs/szrank/geometry/12_fastcount.ipynb 11
 @_jit
 def _frame_of(n, d):
-    "Centre (3,) and scale of unit planes, as `geometry._frame` (least-squares point, RMS plane distance)."
+    "Centre (3,) and scale of unit planes, as `szrank.geometry.defects.unit_frame` (least-squares point, RMS plane distance)."
     g = np.zeros((3, 3))
     r = np.zeros(3)
     for f in range(n.shape[0]):

@@ -39,15 +39,15 @@ DATA_FORMAT = "szrank-topologies-v2"   # v2: adds the paper's order and relabell
 # enumerator fixes it to break the relabelling symmetry.
 STAR_CYCLE = (2, 3, 5, 7, 9, 11, 12, 10, 8, 6, 4)
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 5
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 6
 Facets = tuple[tuple[int, int, int], ...]
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 6
+
 def normalise(facets: Iterable[Sequence[int]]) -> Facets:
     "Facets as a sorted tuple of sorted integer triples."
     return tuple(sorted(tuple(sorted(int(v) for v in t)) for t in facets))
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 7
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 8
 def read_triangulation(path: Path) -> Facets:
     "Read one triangle per line (three integers; `#` starts a comment)."
     path = Path(path)
@@ -64,7 +64,7 @@ def read_triangulation(path: Path) -> Facets:
             raise InvariantError(f"{path}:{number}: vertex numbers must be integers, got {line.strip()!r}") from None
     return normalise(triples)
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 8
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 10
 def _link_adjacency(facets: Sequence[Sequence[int]]) -> dict[int, dict[int, list[int]]]:
     "For each vertex v: link neighbour -> the link neighbours next to it."
     adjacency: dict[int, dict[int, list[int]]] = {}
@@ -76,7 +76,20 @@ def _link_adjacency(facets: Sequence[Sequence[int]]) -> dict[int, dict[int, list
             link.setdefault(y, []).append(x)
     return adjacency
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 9
+
+def _walk_cycle(link: dict[int, list[int]]) -> list[int]:
+    "Walk a link (neighbour -> two neighbours) from its smallest vertex towards the smaller side."
+    start = min(link)
+    cycle, previous, current = [start], None, start
+    while True:
+        options = [u for u in link[current] if u != previous]
+        following = min(options) if previous is None else options[0]
+        if following == start or len(cycle) > len(link):
+            return cycle
+        cycle.append(following)
+        previous, current = current, following
+
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 12
 def orient(facets: Sequence[Sequence[int]]) -> tuple[tuple[int, int, int], ...] | None:
     """Coherently oriented triangles (the first facet keeps its order), or None if non-orientable.
 
@@ -109,11 +122,11 @@ def orient(facets: Sequence[Sequence[int]]) -> tuple[tuple[int, int, int], ...] 
                         return None
     return tuple(oriented)
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 10
+
 def _same_cycle(t: Sequence[int], u: Sequence[int]) -> bool:
     return tuple(t) in (tuple(u), (u[1], u[2], u[0]), (u[2], u[0], u[1]))
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 11
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 14
 def surface_summary(facets: Sequence[Sequence[int]]) -> dict:
     """Counts and properties of a triangulated closed surface; raises ValueError if it is not one.
 
@@ -147,20 +160,7 @@ def surface_summary(facets: Sequence[Sequence[int]]) -> dict:
                 orientable=orientable, genus=genus,
                 neighbourly=len(edges) == vertices * (vertices - 1) // 2)
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 12
-def _walk_cycle(link: dict[int, list[int]]) -> list[int]:
-    "Walk a link (neighbour -> two neighbours) from its smallest vertex towards the smaller side."
-    start = min(link)
-    cycle, previous, current = [start], None, start
-    while True:
-        options = [u for u in link[current] if u != previous]
-        following = min(options) if previous is None else options[0]
-        if following == start or len(cycle) > len(link):
-            return cycle
-        cycle.append(following)
-        previous, current = current, following
-
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 13
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 16
 def check_topology(facets: Sequence[Sequence[int]]) -> Facets:
     "Validate a neighbourly triangulation of the orientable genus-6 surface on 1..12; return it normalised."
     triples = normalise(facets)
@@ -176,7 +176,7 @@ def check_topology(facets: Sequence[Sequence[int]]) -> Facets:
         raise InvariantError(f"not a neighbourly genus-{GENUS} triangulation: {summary}")
     return triples
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 17
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 20
 def link_orders(facets: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], ...]:
     "For vertex v = 1..12 (entry v-1): its 11 neighbours in coherent cyclic link order, smallest first."
     oriented = orient(normalise(facets))
@@ -195,7 +195,7 @@ def link_orders(facets: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], ...]:
         orders.append(tuple(cycle))
     return tuple(orders)
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 20
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 23
 def candidate_relabellings(facets: Sequence[Sequence[int]]) -> np.ndarray:
     "The 264 relabellings (rows: old vertex -> new vertex, index 0 unused) that map a star onto STAR_CYCLE."
     adjacency = _link_adjacency(normalise(facets))
@@ -214,13 +214,13 @@ def candidate_relabellings(facets: Sequence[Sequence[int]]) -> np.ndarray:
                 row += 1
     return rows
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 21
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 25
 def _encode(triples: np.ndarray) -> np.ndarray:
     "Order-preserving integer code of sorted triples (last axis)."
     base = VERTEX_COUNT + 1
     return (triples[..., 0] * base + triples[..., 1]) * base + triples[..., 2]
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 22
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 27
 def canonical_form(facets: Sequence[Sequence[int]]) -> Facets:
     "The lexicographically minimal sorted facet list over all relabellings (vertices 1..12)."
     array = np.asarray(normalise(facets), dtype=np.int64)
@@ -231,12 +231,12 @@ def canonical_form(facets: Sequence[Sequence[int]]) -> Facets:
     base = VERTEX_COUNT + 1
     return tuple((int(c // base ** 2), int(c // base % base), int(c % base)) for c in best)
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 23
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 29
 def is_canonical(facets: Sequence[Sequence[int]]) -> bool:
     "True if `facets` (as given, normalised) is its own canonical form."
     return normalise(facets) == canonical_form(facets)
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 27
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 33
 class _LinkState:
     """The state of the search behind `enumerate_labelled`: which directed edges are
     covered, and for each vertex the paths its link is made of so far."""
@@ -293,7 +293,7 @@ class _LinkState:
         self.triangles.pop()
         self.undo(ops)
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 31
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 37
 class _LinkSearch(_LinkState):
     "Backtracking over the open directed edges of a `_LinkState`."
 
@@ -357,7 +357,7 @@ class _LinkSearch(_LinkState):
             if self.progress is not None and depth < 2:
                 self.progress(offset + index * share / count)
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 32
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 39
 def enumerate_labelled(on_solution: Callable[[tuple], bool | None], progress: Callable[[float], None] | None = None) -> int:
     """Call `on_solution(oriented_triangles)` for every oriented neighbourly triangulation of the
     genus-6 surface on 1..12 whose vertex-1 star is `STAR_CYCLE` (in that direction).
@@ -371,7 +371,7 @@ def enumerate_labelled(on_solution: Callable[[tuple], bool | None], progress: Ca
     state.search(0, 1.0, 0.0)
     return state.nodes
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 35
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 42
 def enumerate_topologies(show_progress: bool = True) -> tuple[Facets, ...]:
     """All neighbourly triangulations of the orientable genus-6 surface on 12 vertices up to
     isomorphism, as canonical facet lists in lexicographic order (`LEX_TOPOLOGIES`; `TOPOLOGIES` is the paper's order)."""
@@ -396,10 +396,10 @@ def enumerate_topologies(show_progress: bool = True) -> tuple[Facets, ...]:
         bar.close()
     return tuple(sorted(forms))
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 37
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 44
 PUBLIC_DIGITS = "0123456789ab"    # the public list's vertex labels; label k is our vertex k + 1
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 38
+
 def read_public_topologies(path: Path) -> tuple[tuple[tuple[int, int, int], ...], ...]:
     """The public list: one tuple of 44 triangles (vertices 1..12, file order kept) per line, in the paper's order.
 
@@ -418,7 +418,7 @@ def read_public_topologies(path: Path) -> tuple[tuple[tuple[int, int, int], ...]
         table.append(tuple(tuple(PUBLIC_DIGITS.index(c) + 1 for c in t) for t in triangles))
     return tuple(table)
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 41
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 47
 def canonical_relabelling(facets: Sequence[Sequence[int]]) -> tuple[int, ...]:
     """The relabelling (images of vertices 1..12) that maps `facets` onto its canonical form.
 
@@ -430,7 +430,7 @@ def canonical_relabelling(facets: Sequence[Sequence[int]]) -> tuple[int, ...]:
     row = int(np.flatnonzero((codes == best).all(axis=1))[0])
     return tuple(int(v) for v in relabellings[row, 1:])
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 43
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 49
 def paper_order(public: Sequence[Sequence[Sequence[int]]], lex_table: Sequence[Facets]) -> tuple[tuple[int, ...], tuple]:
     "For each public line: its index in the lexicographic table, and its canonical relabelling."
     lex = {f: i for i, f in enumerate(lex_table)}
@@ -445,7 +445,7 @@ def paper_order(public: Sequence[Sequence[Sequence[int]]], lex_table: Sequence[F
         raise InvariantError("the public list does not hold every topology exactly once")
     return tuple(order), tuple(relabellings)
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 45
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 52
 def write_topologies(path: Path | None = None, show_progress: bool = True, public: Path | None = None) -> tuple[Facets, ...]:
     """Enumerate the topologies and write them (atomically) as the package's JSON table; returns the paper's order.
 
@@ -468,19 +468,19 @@ def write_topologies(path: Path | None = None, show_progress: bool = True, publi
     atomic_write(Path(path or DATA_PATH), (text + "\n").encode("utf-8"))
     return tuple(table[j] for j in order)
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 46
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 53
 def _relabel(facets, images: Sequence[int]) -> Facets:
     "Facets with vertex v renamed images[v - 1]."
     return normalise([tuple(images[v - 1] for v in t) for t in facets])
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 47
+
 def _invert(images: Sequence[int]) -> tuple[int, ...]:
     inverse = [0] * len(images)
     for v, w in enumerate(images, 1):
         inverse[w - 1] = v
     return tuple(inverse)
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 49
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 55
 def load_topologies(path: Path | None = None, with_order: bool = False):
     """Read the JSON table, checked for shape (validity is the tests' job): the lexicographic table,
     or with `with_order` (lex table, paper order as lex indices, paper relabellings)."""
@@ -503,13 +503,13 @@ def load_topologies(path: Path | None = None, with_order: bool = False):
                              f"with one paper_relabellings row each; regenerate the table")
     return (table, order, relabellings) if with_order else table
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 51
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 57
 LEX_TOPOLOGIES, PAPER_ORDER, PAPER_RELABELLINGS = (load_topologies(DATA_PATH, with_order=True) if DATA_PATH.exists()
                                                    else ((), (), ()))
 TOPOLOGIES: tuple[Facets, ...] = tuple(LEX_TOPOLOGIES[j] for j in PAPER_ORDER)   # the paper's order
 _INDEX = {f: i for i, f in enumerate(TOPOLOGIES)}
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 53
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 59
 def topology_index(facets: Sequence[Sequence[int]]) -> int:
     "Index 0..58 of a triangulation (any labelling, either orientation) in `TOPOLOGIES`: the paper's number - 1."
     form = canonical_form(check_topology(facets))
@@ -518,21 +518,21 @@ def topology_index(facets: Sequence[Sequence[int]]) -> int:
     except KeyError:
         raise InvariantError("triangulation not in the topology table (the table or the canonical form is wrong)") from None
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 54
+
 def lex_index(index: int) -> int:
     "Position (0-based) of topology `index` in the lexicographic order (Lutz's lex list numbers from 1)."
     if not 0 <= index < len(TOPOLOGIES):
         raise InvariantError(f"topology index must be 0..{len(TOPOLOGIES) - 1}, got {index}")
     return PAPER_ORDER[index]
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 55
+
 def index_from_lex(lex: int) -> int:
     "Topology index (the paper's order) of lexicographic entry `lex` (0-based)."
     if not 0 <= lex < len(TOPOLOGIES):
         raise InvariantError(f"lexicographic index must be 0..{len(TOPOLOGIES) - 1}, got {lex}")
     return PAPER_ORDER.index(lex)
 
-# %% ../../nbs/szrank/geometry/10_topology.ipynb 57
+# %% ../../nbs/szrank/geometry/10_topology.ipynb 61
 @lru_cache(maxsize=None)
 def topology_links(index: int) -> tuple[tuple[int, ...], ...]:
     "Link orders (see `link_orders`) of topology `index`."
