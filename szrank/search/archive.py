@@ -60,11 +60,11 @@ EVENT_DTYPE = np.dtype([
     ("progress", "<f4"), ("best_before", "<i4"), ("temperature", "<f4"),
 ])
 
-# %% ../../nbs/szrank/search/40_archive.ipynb 4
+# %% ../../nbs/szrank/search/40_archive.ipynb 5
 class ArchiveError(SzrankError, ValueError):
     "A damaged or inconsistent archive: the message names the file."
 
-# %% ../../nbs/szrank/search/40_archive.ipynb 6
+# %% ../../nbs/szrank/search/40_archive.ipynb 8
 def shard_bytes(run_id: uuid.UUID, first_sequence: int, events: np.ndarray) -> bytes:
     "Header + payload of one sealed shard."
     events = np.ascontiguousarray(events, dtype=EVENT_DTYPE)
@@ -73,7 +73,7 @@ def shard_bytes(run_id: uuid.UUID, first_sequence: int, events: np.ndarray) -> b
                                first_sequence, len(events), zlib.crc32(payload) & 0xFFFFFFFF)
     return header + payload
 
-# %% ../../nbs/szrank/search/40_archive.ipynb 7
+# %% ../../nbs/szrank/search/40_archive.ipynb 10
 class RunWriter:
     "Append a run's events to ARCHIVE/<run id>/ as sealed shards."
 
@@ -126,7 +126,7 @@ class RunWriter:
         self.flush()            # whatever was completed stays, sealed; nothing half-written
         return False
 
-# %% ../../nbs/szrank/search/40_archive.ipynb 9
+# %% ../../nbs/szrank/search/40_archive.ipynb 13
 def read_shard(path: Path, run_id: uuid.UUID | None = None) -> tuple[uuid.UUID, int, np.ndarray]:
     "Validate and decode one shard: (run id, first sequence, events)."
     path = Path(path)
@@ -153,7 +153,7 @@ def read_shard(path: Path, run_id: uuid.UUID | None = None) -> tuple[uuid.UUID, 
         raise ArchiveError(f"damaged shard {path}: event sequences are not {first}..{first + count - 1}")
     return shard_run, first, events
 
-# %% ../../nbs/szrank/search/40_archive.ipynb 10
+# %% ../../nbs/szrank/search/40_archive.ipynb 15
 def run_metadata(directory: Path) -> dict:
     "The run's run.json, checked."
     path = Path(directory) / RUN_FILE
@@ -171,7 +171,7 @@ def run_metadata(directory: Path) -> dict:
                            f"{Path(directory).name!r}; the run folder was renamed or run.json was edited")
     return metadata
 
-# %% ../../nbs/szrank/search/40_archive.ipynb 11
+# %% ../../nbs/szrank/search/40_archive.ipynb 17
 def list_runs(archive: Path) -> list[uuid.UUID]:
     "Run ids in the archive, oldest first."
     archive = Path(archive)
@@ -188,7 +188,7 @@ def list_runs(archive: Path) -> list[uuid.UUID]:
         runs.append((run_metadata(child).get("created_unix_ns", 0), str(run_id), run_id))
     return [run for _, _, run in sorted(runs)]
 
-# %% ../../nbs/szrank/search/40_archive.ipynb 12
+# %% ../../nbs/szrank/search/40_archive.ipynb 19
 def read_run(archive: Path, run_id: uuid.UUID) -> tuple[dict, np.ndarray]:
     "A run's metadata and all its sealed events in sequence order."
     directory = Path(archive) / str(run_id)
@@ -207,7 +207,7 @@ def read_run(archive: Path, run_id: uuid.UUID) -> tuple[dict, np.ndarray]:
                            f"{int(events['topology'][bad][0])}, outside 0..58")
     return metadata, events
 
-# %% ../../nbs/szrank/search/40_archive.ipynb 16
+# %% ../../nbs/szrank/search/40_archive.ipynb 23
 def export_records(run_id: uuid.UUID, events: np.ndarray) -> np.ndarray:
     "SZTXP001 v1 records of one run's events (features format v1)."
     from szrank.ranker.features import features
@@ -240,7 +240,7 @@ def export_records(run_id: uuid.UUID, events: np.ndarray) -> np.ndarray:
     records["flags"] = events["flags"]
     return records
 
-# %% ../../nbs/szrank/search/40_archive.ipynb 17
+# %% ../../nbs/szrank/search/40_archive.ipynb 25
 def select_runs(archive: Path, include: Sequence[str] | None) -> list[uuid.UUID]:
     "The archive's runs (oldest first), or only those named, each of which must exist."
     runs = list_runs(archive)
@@ -257,7 +257,7 @@ def select_runs(archive: Path, include: Sequence[str] | None) -> list[uuid.UUID]
         raise ArchiveError(f"{archive}: no run {', '.join(missing)} (runs present: {len(runs)})")
     return [run for run in runs if run in set(wanted)]
 
-# %% ../../nbs/szrank/search/40_archive.ipynb 18
+# %% ../../nbs/szrank/search/40_archive.ipynb 27
 def export_stream(archive: Path, output, include: Sequence[str] | None = None) -> int:
     """Write the SZTXP001 stream of the archive's runs (whole runs, oldest first) to a binary file.
 
@@ -274,7 +274,7 @@ def export_stream(archive: Path, output, include: Sequence[str] | None = None) -
                 writer.write(export_records(run_id, events[start:start + 4096]))
         return writer.records_written
 
-# %% ../../nbs/szrank/search/40_archive.ipynb 19
+# %% ../../nbs/szrank/search/40_archive.ipynb 29
 def export_command(parser: argparse.ArgumentParser):
     "`szrank export --root ARCHIVE [--include-run UUID ...]`: the SZTXP001 stream on stdout."
     parser.add_argument("--root", required=True, type=Path, help="the .sztd archive folder (one subfolder per run)")
