@@ -27,7 +27,7 @@ OBJ_DIGITS = 12    # significant digits per coordinate, as the public solver pri
 from szrank.geometry.topology import DATA_PATH as _DATA_PATH
 PUBLIC_RECORD = _DATA_PATH.with_name("topology_42_shape_c0_i4_optimalsymmetric.obj")
 
-# %% ../../nbs/szrank/search/41_obj.ipynb 4
+
 class ObjError(SzrankError, ValueError):
     "An OBJ file that is not a 12-face configuration: names the file, the line and what to do."
 
@@ -110,7 +110,7 @@ def read_obj(path: Path) -> tuple[np.ndarray, list[list[int]]]:
                            "fix or re-export the file")
     return vertices, faces
 
-# %% ../../nbs/szrank/search/41_obj.ipynb 7
+# %% ../../nbs/szrank/search/41_obj.ipynb 8
 def fit_planes(vertices: np.ndarray, faces: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     "Total-least-squares plane of each face: unit normals (F, 3) and offsets (F,), `normal · x = offset`."
     normals, offsets = np.zeros((len(faces), 3)), np.zeros(len(faces))
@@ -121,7 +121,7 @@ def fit_planes(vertices: np.ndarray, faces: list[list[int]]) -> tuple[np.ndarray
         normals[i], offsets[i] = plane
     return normals, offsets
 
-# %% ../../nbs/szrank/search/41_obj.ipynb 10
+# %% ../../nbs/szrank/search/41_obj.ipynb 11
 def read_configuration(path: Path, topology: int) -> tuple[np.ndarray, np.ndarray]:
     "Planes (12, 3)/(12,) in szrank's face order of a 12-face OBJ of `topology` (face i: the paper's vertex i)."
     if not 0 <= topology < TOPOLOGY_COUNT:
@@ -136,7 +136,7 @@ def read_configuration(path: Path, topology: int) -> tuple[np.ndarray, np.ndarra
     normals[order], offsets[order] = fitted_n, fitted_d
     return normals, offsets
 
-# %% ../../nbs/szrank/search/41_obj.ipynb 13
+# %% ../../nbs/szrank/search/41_obj.ipynb 14
 def configuration_vertices(normals, offsets, topology: int, doing: str = "write") -> tuple:
     """(layout, unit normals, offsets, the 44 dual vertices) of a configuration of `topology`;
     `ConfigError` when a vertex is not finite (so there is nothing to `doing`)."""
@@ -158,14 +158,14 @@ def obj_text(normals, offsets, topology: int) -> str:
         lines.append("f " + " ".join(str(int(t) + 1) for t in L.corners[face]))
     return "\n".join(lines) + "\n"
 
-# %% ../../nbs/szrank/search/41_obj.ipynb 14
+# %% ../../nbs/szrank/search/41_obj.ipynb 16
 def write_obj(path: Path, normals, offsets, topology: int) -> Path:
     "Write a configuration as OBJ (temporary name, fsync, rename); returns the path."
     from szrank.plumbing.files import atomic_write
     atomic_write(Path(path), obj_text(normals, offsets, topology).encode("utf-8"))
     return Path(path)
 
-# %% ../../nbs/szrank/search/41_obj.ipynb 18
+# %% ../../nbs/szrank/search/41_obj.ipynb 20
 def archive_configuration(archive: Path, run: str, event: int | None = None) -> tuple[np.ndarray, np.ndarray, int, int, int]:
     "(normals, offsets, topology, sequence, C+I) of a run's best result, or of event `event`'s result."
     from szrank.search.archive import METRIC_DEGENERATE, read_run
@@ -189,7 +189,7 @@ def archive_configuration(archive: Path, run: str, event: int | None = None) -> 
     return (chosen["result_normals"].astype(np.float64), chosen["result_offsets"].astype(np.float64),
             int(chosen["topology"]), int(chosen["sequence"]), int(totals[row]))
 
-# %% ../../nbs/szrank/search/41_obj.ipynb 19
+# %% ../../nbs/szrank/search/41_obj.ipynb 22
 def obj_command(parser: argparse.ArgumentParser):
     "`szrank obj --archive DIR --run ID [--event K] --out FILE.obj`: a run's best (or event K) as OBJ."
     parser.add_argument("--archive", required=True, type=Path, help="the .sztd archive folder")

@@ -31,43 +31,28 @@ RESTART_LADDER = ((11, 1), (9, 2), (7, 3), (5, 4))   # restart if best > C after
 LAST_RESTART = 10             # ... and in any case after 10 * ITERATIONS
 INFEASIBLE = 1.0e6            # cost of a configuration with a degenerate vertex
 
-# %% ../../nbs/szrank/search/42_population.ipynb 4
+# %% ../../nbs/szrank/search/42_population.ipynb 5
 def planes_from_x(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     "Unit normals (..., 12, 3) and offsets (..., 12) of configurations x (..., 36): plane i is n · p = d, n d = x_i."
     feet = np.asarray(x, dtype=np.float64).reshape(*np.shape(x)[:-1], FACE_COUNT, 3)
     offsets = np.sqrt(np.einsum("...i,...i->...", feet, feet))
     return feet / np.maximum(offsets, 1e-300)[..., None], offsets
 
-# %% ../../nbs/szrank/search/42_population.ipynb 6
+# %% ../../nbs/szrank/search/42_population.ipynb 7
 def costs(x: np.ndarray, L) -> np.ndarray:
     "C+I of configurations x (B, 36) by the public rules; `INFEASIBLE` where a vertex is degenerate."
     normals, offsets = planes_from_x(x)
     rows = count_totals(normals, offsets, L)
     return np.where(rows[:, 2] == 0, rows[:, 0] + rows[:, 1], INFEASIBLE).astype(np.float64)
 
-# %% ../../nbs/szrank/search/42_population.ipynb 7
-@dataclasses.dataclass
-class PopulationResult:
-    "What one population run found: the best configuration, when, and the curve of new bests."
-    topology: int
-    seed: int | None
-    best_total: int
-    best_evaluations: int          # evaluations when the best was first reached
-    evaluations: int               # evaluations used (the budget, rounded up to a whole batch)
-    restarts: int
-    seconds: float
-    normals: np.ndarray
-    offsets: np.ndarray
-    history: list                  # (evaluations, best C+I) at every new best
-
-# %% ../../nbs/szrank/search/42_population.ipynb 8
+# %% ../../nbs/szrank/search/42_population.ipynb 9
 def _should_restart(best: float, iteration: int, unit: int) -> bool:
     "The published restart ladder."
     if iteration > LAST_RESTART * unit:
         return True
     return any(best > bound and iteration > k * unit for bound, k in RESTART_LADDER)
 
-# %% ../../nbs/szrank/search/42_population.ipynb 10
+# %% ../../nbs/szrank/search/42_population.ipynb 11
 class _Population:
     "One (re)start's members and costs."
 
@@ -96,7 +81,22 @@ class _Population:
         self.x[accept], self.cost[accept] = proposal[accept], cost[accept]
         return clusters
 
-# %% ../../nbs/szrank/search/42_population.ipynb 13
+# %% ../../nbs/szrank/search/42_population.ipynb 14
+@dataclasses.dataclass
+class PopulationResult:
+    "What one population run found: the best configuration, when, and the curve of new bests."
+    topology: int
+    seed: int | None
+    best_total: int
+    best_evaluations: int          # evaluations when the best was first reached
+    evaluations: int               # evaluations used (the budget, rounded up to a whole batch)
+    restarts: int
+    seconds: float
+    normals: np.ndarray
+    offsets: np.ndarray
+    history: list                  # (evaluations, best C+I) at every new best
+
+
 def population_search(topology: int, evaluations: int, seed: int | None = None, clusters: int = CLUSTERS,
                       sigma: float = SIGMA, beta: float = BETA, iterations: int = ITERATIONS,
                       progress=None, symmetry=None, target: int = 0) -> PopulationResult:
