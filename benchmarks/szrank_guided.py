@@ -9,7 +9,7 @@ settings (the same evaluation budget, replicas, iterations and seeds, so the sam
 
   uniform   the uniform policy, every proposal rolled out (the unguided search);
   policy    the ranker's policy heads choose the proposals, every proposal rolled out;
-  guided    policy heads, and the value head gates the rollouts (`szrank.search.runs.RankerPolicy`, gate 0.5:
+  guided    policy heads, and the value head gates the rollouts (`szrank.search.moves.RankerPolicy`, gate 0.5:
             only proposals it ranks in the upper half of the last 64 get their replicas x iterations).
 
 The budget is 1 + --eval-steps x (1 + replicas x iterations) evaluations per run; a guided run takes the
@@ -40,8 +40,9 @@ from pathlib import Path
 import numpy as np
 
 from szrank.demo import GATE_MINIMUM_RECORDS, SEARCH_TRAINING
-from szrank.search.runs import (RankerPolicy, UniformPolicy, _plan, best_curve, evaluations_to_reach, run_search,
-                           run_searches)
+from szrank.search.execution import _plan, run_searches
+from szrank.search.moves import RankerPolicy, UniformPolicy
+from szrank.search.runs import best_curve, evaluations_to_reach, run_search
 
 GOAL_SAVING = 0.30
 MODES = ("uniform", "policy", "guided")

@@ -139,7 +139,7 @@ COMMANDS = (
     Command("inspect", "validate an SZTXP001 snapshot and print its counts, segments and digest",
             "szrank.stream.snapshot:inspect_command"),
     Command("train", "snapshot, train, gate and publish the ranker ensemble", "szrank.cli:train_command"),
-    Command("search", "run reference searches into a .sztd archive", "szrank.search.runs:search_command"),
+    Command("search", "run reference searches into a .sztd archive", "szrank.search.execution:search_command"),
     Command("export", "write the SZTXP001 stream of an archive's runs to stdout", "szrank.search.archive:export_command"),
     Command("obj", "write a run's best configuration (or any event's result) as a Wavefront OBJ",
             "szrank.search.obj:obj_command"),

@@ -195,7 +195,7 @@ def search_train_config(out: Path, steps: int = SEARCH_STEPS, device: str = "aut
 def _fresh_search(archive: Path, runs: int, steps: int, model: Path | None = None) -> list:
     "Seeded searches into an emptied `archive` (the demo's own folder: a re-run writes the same runs again)."
     import shutil
-    from szrank.search.runs import run_searches
+    from szrank.search.execution import run_searches
     shutil.rmtree(archive, ignore_errors=True)
     return run_searches(archive, runs, steps, SEARCH_SEED, str(model) if model else None, None,
                         SEARCH_REPLICAS, SEARCH_ITERATIONS, SEARCH_WORKERS)
@@ -238,7 +238,7 @@ def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STE
     Returns `szrank train`'s exit code: 0 published (and the guided search ran), 4 the gate refused
     (nothing published, guided search skipped), 2 a failure."""
     from szrank.plumbing.files import atomic_write_json
-    from szrank.search.runs import format_summaries
+    from szrank.search.execution import format_summaries
     if runs < len(SPLIT_NAMES) or steps <= 0:
         raise ConfigError(f"the search stage needs at least {len(SPLIT_NAMES)} runs (train, validation, test, "
                          f"stress) and positive steps, got --search-runs {runs} --search-steps {steps}")

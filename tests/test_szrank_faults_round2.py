@@ -197,7 +197,7 @@ def _claim(archive, barrier, outcomes):
 
 def test_a_population_seed_already_in_the_archive_is_refused_before_any_work(tmp_path, monkeypatch):
     from szrank.search import population
-    from szrank.search.runs import run_searches
+    from szrank.search.execution import run_searches
     common = dict(runs=1, steps=None, seed=4, topology=42, workers=1, show_progress=False, budget=300,
                   strategy="population")
     first = run_searches(tmp_path, **common)

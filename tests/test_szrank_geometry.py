@@ -4,7 +4,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from szrank.geometry.defects import Evaluator, evaluate_exact, face_polygons, layout, random_planes, winding_numbers
+from szrank.geometry.defects import evaluate_exact, face_polygons, layout, random_planes, winding_numbers
 from szrank.geometry.topology import TOPOLOGIES, link_orders
 
 
@@ -142,27 +142,28 @@ def test_defects_invariant_under_similarities_and_plane_sign():
         assert np.array_equal(other.cross, base.cross) and np.array_equal(other.pierce, base.pierce)
 
 
-def test_incremental_moves_equal_full_evaluation():
+def test_single_plane_moves_count_alike_batched_and_one_by_one():
+    "A chain of single-plane moves (half of them kept), counted as one batch, row by row as counted alone."
     rng = np.random.default_rng(21)
     L = layout(33)
     normals, offsets = random_planes(rng)
-    evaluator = Evaluator(normals, offsets, L)
+    trials = []
     for step in range(150):
         plane = int(rng.integers(12))
         normal = normals[plane] + rng.choice([0.02, 0.2, 1.0]) * rng.standard_normal(3)
         offset = offsets[plane] + 0.3 * rng.standard_normal()
-        got = evaluator.propose(plane, normal, offset)
         trial_n, trial_d = normals.copy(), offsets.copy()
         trial_n[plane], trial_d[plane] = normal, offset
+        trials.append((trial_n, trial_d))
+        if rng.random() < 0.5:
+            normals, offsets = trial_n, trial_d
+    batch = evaluate_exact(np.stack([n for n, _ in trials]), np.stack([d for _, d in trials]), L)
+    for step, (trial_n, trial_d) in enumerate(trials):
         want = evaluate_exact(trial_n, trial_d, L)
         for field in ("cross", "pierce", "face_crossings", "face_piercing", "face_pierced", "degenerate"):
-            assert np.array_equal(getattr(got, field), getattr(want, field)), (step, field)
-        if rng.random() < 0.5:
-            evaluator.commit()
-            normals, offsets = trial_n, trial_d
-    assert np.array_equal(evaluator.defects().pierce, evaluate_exact(normals, offsets, L).pierce)
-    with pytest.raises(RuntimeError, match="without a proposed move"):
-        evaluator.commit(); evaluator.commit()
+            assert np.array_equal(getattr(batch, field)[step], getattr(want, field)[0]), (step, field)
+    assert np.array_equal(evaluate_exact(normals, offsets, L).pierce[0],
+                          batch.pierce[max(k for k, (n, _) in enumerate(trials) if n is normals)])
 
 
 def test_hand_built_winding_cases():

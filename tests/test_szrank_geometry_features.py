@@ -50,7 +50,7 @@ def test_feature_values_follow_their_definitions():
 
 def test_a_proposal_carries_its_gain_over_the_anchor():
     "Features 7 and 8 are the reference's counts minus the configuration's, per row (labels are anchor-relative)."
-    from szrank.search.runs import apply_move
+    from szrank.search.moves import apply_move
     rng = np.random.default_rng(8)
     L = layout(21)
     normals, offsets = random_planes(rng)

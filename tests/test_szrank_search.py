@@ -14,8 +14,9 @@ from szrank.search.archive import (EVENT_DTYPE, SHARD_HEADER, ArchiveError, RunW
 from szrank.plumbing.errors import ConfigError
 from szrank.ranker.features import features
 from szrank.geometry.defects import evaluate, layout
-from szrank.search.runs import (FACE_COUNT, MOVE_COUNT, SCALE_COUNT, UNIFORM_FLOOR, RankerPolicy, UniformPolicy,
-                           apply_move, run_search, temperature_at)
+from szrank.search.moves import (FACE_COUNT, MOVE_COUNT, SCALE_COUNT, UNIFORM_FLOOR, RankerPolicy, UniformPolicy,
+                                 apply_move)
+from szrank.search.runs import run_search, temperature_at
 from szrank.stream.format import EXPORT_HEADER, RECORD_DTYPE, validate_stream_header
 
 
