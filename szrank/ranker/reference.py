@@ -11,7 +11,7 @@ import numpy as np
 
 from szrank.ranker.architecture import (ATTENTION_HEADS, FACE_COUNT, FACE_FEATURES, LAYER_COUNT, LAYER_NORM_EPSILON,
                                  TOPOLOGY_COUNT)
-from szrank.plumbing.errors import ConfigError
+from szrank.plumbing.errors import OptionError
 from szrank.ranker.modelfile import ModelFile, load_model
 
 # %% auto 0
@@ -86,10 +86,10 @@ def reference_forward(model, face, global_features, topology) -> dict:
         model = load_model(model)
     face = np.asarray(face)
     if face.ndim != 3 or face.shape[1:] != (FACE_COUNT, FACE_FEATURES):
-        raise ConfigError(f"face features must be [B, {FACE_COUNT}, {FACE_FEATURES}], got {face.shape}")
+        raise OptionError(f"face features must be [B, {FACE_COUNT}, {FACE_FEATURES}], got {face.shape}")
     topology = np.asarray(topology)
     if topology.size and (topology.min() < 0 or topology.max() >= TOPOLOGY_COUNT):
-        raise ConfigError(f"topology index outside 0..{TOPOLOGY_COUNT - 1}")
+        raise OptionError(f"topology index outside 0..{TOPOLOGY_COUNT - 1}")
     sums = None
     for tensors in model.members:
         value, plane, move, scale = reference_member_forward(tensors, face, global_features, topology)

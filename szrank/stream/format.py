@@ -15,7 +15,7 @@ from typing import BinaryIO, Iterable
 import numpy as np
 
 from szrank.plumbing.files import atomic_writer
-from szrank.plumbing.errors import ConfigError, SzrankError
+from szrank.plumbing.errors import OptionError, SzrankError
 
 # %% auto 0
 __all__ = ['EXPORT_MAGIC', 'EXPORT_VERSION', 'EXPORT_HEADER', 'FACE_COUNT', 'FACE_FEATURES', 'GLOBAL_FEATURES', 'FEATURE_FLOATS',
@@ -106,7 +106,7 @@ def run_key(run_id: str | uuid.UUID | bytes) -> tuple[int, int]:
     "The `(low, high)` u64 pair of a run id as the records store it."
     raw = run_id if isinstance(run_id, bytes) else uuid.UUID(str(run_id)).bytes
     if len(raw) != 16:
-        raise ConfigError(f"a run id has 16 bytes, not {len(raw)}")
+        raise OptionError(f"a run id has 16 bytes, not {len(raw)}")
     low, high = struct.unpack("<QQ", raw)
     return low, high
 
@@ -125,7 +125,7 @@ def record_run_id(record) -> uuid.UUID:
 def empty_records(count: int) -> np.ndarray:
     "A zeroed array of `count` v1 records (`RECORD_DTYPE`)."
     if count < 0:
-        raise ConfigError(f"record count must be non-negative, not {count}")
+        raise OptionError(f"record count must be non-negative, not {count}")
     return np.zeros(count, dtype=RECORD_DTYPE)
 
 # %% ../../nbs/szrank/stream/20_format.ipynb 19

@@ -24,7 +24,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from szrank.plumbing.files import fsync_directory, write_failure
-from szrank.plumbing.errors import INTERRUPTED, ConfigError, SzrankError, ToolError
+from szrank.plumbing.errors import INTERRUPTED, OptionError, SzrankError, ToolError
 from szrank.stream.format import (EXPECTED_RECORD_SIZE, EXPORT_HEADER, EXPORT_MAGIC, EXPORT_VERSION, RECORD_DTYPE,
                            TOPOLOGY_COUNT, StreamFormatError, run_key, run_keys,
                            validate_stream_header)
@@ -348,7 +348,7 @@ def exporter_argv(exporter: str | os.PathLike | Sequence[str]) -> list[str]:
     else:
         argv = [os.fspath(part) for part in exporter]
     if not argv:
-        raise ConfigError("exporter command is empty")
+        raise OptionError("exporter command is empty")
     return argv
 
 # %% ../../nbs/szrank/stream/21_snapshot.ipynb 34
@@ -586,7 +586,7 @@ def inspect_command(parser: argparse.ArgumentParser) -> Callable:
             info = inspect_snapshot(args.path, includes_additional_runs=args.deployment_all_runs,
                                     split_runs=split_runs, progress=None)
         except OSError as exc:
-            raise ConfigError(f"{args.path}: cannot read: {exc.strerror or exc}") from None
+            raise OptionError(f"{args.path}: cannot read: {exc.strerror or exc}") from None
         try:
             print(json.dumps(info.to_json(), indent=2, sort_keys=True) if args.json else info.describe(), flush=True)
         except BrokenPipeError:                     # `szrank inspect ... | head`: the reader has seen enough

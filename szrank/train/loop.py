@@ -27,7 +27,7 @@ from szrank.ranker.architecture import ENSEMBLE_SIZE, architecture_report
 from szrank.stream.batches import RecordError, decode_batch, iter_record_batches, locate_record_fault
 from szrank.plumbing.device import autocast_enabled, cpu_threads, pick_device
 from szrank.plumbing.files import atomic_write_json
-from szrank.plumbing.errors import GATE_FAILED, ConfigError, DivergedError, WriteError
+from szrank.plumbing.errors import GATE_FAILED, DivergedError, OptionError, WriteError
 from szrank.plumbing.lock import DirectoryLock, acquire, remove_leftovers, remove_stale_snapshot
 from szrank.train.metrics import evaluate_ensemble, report_gate, scalar_metrics
 from szrank.ranker.model import initialize_member
@@ -280,7 +280,7 @@ def resolve_setup(config: TrainConfig) -> Setup:
     try:
         device = pick_device(config.device)
     except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+        raise OptionError(str(exc)) from None
     amp_enabled, device_name = autocast_enabled(device) and not config.no_bf16, "cpu"
     if device.type == "cuda":
         properties = torch.cuda.get_device_properties(device)
@@ -316,7 +316,7 @@ def open_snapshot(config: TrainConfig, setup: Setup, lock: DirectoryLock | None 
                                     includes_additional_runs=config.deployment_all_runs,
                                     split_runs=setup.split_runs)
         if snapshot.missing_splits:
-            raise ConfigError(f"{snapshot.path}: snapshot contains no records for split(s): "
+            raise OptionError(f"{snapshot.path}: snapshot contains no records for split(s): "
                               + ", ".join(snapshot.missing_splits))
     else:
         exporter = find_exporter(setup.repository, config.exporter)

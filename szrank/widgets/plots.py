@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from szrank.plumbing.errors import ConfigError
+from szrank.plumbing.errors import OptionError
 
 # %% auto 0
 __all__ = ['REPORT_SPLITS', 'load_report', 'curves_path', 'merge_curves', 'list_generations', 'split_metrics',
@@ -31,9 +31,9 @@ def load_report(path) -> dict:
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no published report; run szrank train (or szrank demo) first") from None
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not a training report: {exc.msg} at line {exc.lineno}") from None
+        raise OptionError(f"{path}: not a training report: {exc.msg} at line {exc.lineno}") from None
     if "reporting_metrics" not in report:
-        raise ConfigError(f"{path}: not a training report (no reporting_metrics)")
+        raise OptionError(f"{path}: not a training report (no reporting_metrics)")
     return merge_curves(report, curves_path(path))
 
 # %% ../../nbs/szrank/widgets/61_plots.ipynb 6

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from szrank.plumbing.errors import ConfigError
+from szrank.plumbing.errors import OptionError
 from szrank.geometry.defects import evaluate, layout
 from szrank.search.obj import configuration_vertices
 from szrank.widgets.panel import STATIC_NOTE, PlotPanel
@@ -144,11 +144,11 @@ def new_bests(archive: Path, run: str) -> dict:
     try:
         run_id = uuid.UUID(str(run))
     except ValueError:
-        raise ConfigError(f"run {run!r} is not a run id (a UUID folder name of the archive)") from None
+        raise OptionError(f"run {run!r} is not a run id (a UUID folder name of the archive)") from None
     metadata, events = read_run(Path(archive), run_id)
     rows = np.flatnonzero(events["flags"][:, 0] & TRAJECTORY_NEW_BEST)
     if len(rows) == 0:
-        raise ConfigError(f"run {run} in {archive} has no new-best events (a population run keeps only best.obj)")
+        raise OptionError(f"run {run} in {archive} has no new-best events (a population run keeps only best.obj)")
     used = 1 + np.cumsum(1 + events["replica_count"].astype(np.int64) * events["rollout_iterations"].astype(np.int64))
     chosen = events[rows]
     return dict(topology=int(chosen["topology"][0]), sequence=chosen["sequence"].astype(np.int64),
