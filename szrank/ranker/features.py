@@ -17,7 +17,7 @@ from szrank.geometry.topology import LINK_LENGTH
 __all__ = ['FACE_FEATURES', 'GLOBAL_FEATURES', 'FEATURE_FLOATS', 'FEATURE_FORMAT_VERSION', 'FACE_FEATURE_NAMES',
            'GLOBAL_FEATURE_NAMES', 'CONTEXT_FEATURES', 'FEATURE_CLIP', 'slog', 'features', 'split_features']
 
-# %% ../../nbs/szrank/ranker/33_features.ipynb 3
+# %% ../../nbs/szrank/ranker/33_features.ipynb 4
 FACE_FEATURES = 16                                     # per-face token width of the v1 stream
 GLOBAL_FEATURES = 24                                   # global token width of the v1 stream
 FEATURE_FLOATS = FACE_COUNT * FACE_FEATURES + GLOBAL_FEATURES   # 216 float32, faces-major then globals
@@ -34,12 +34,12 @@ CONTEXT_FEATURES = ("progress", "log_best", "temperature")   # supplied by the r
 FEATURE_CLIP = 1e6                                     # every feature is finite and within +-1e6
 assert len(FACE_FEATURE_NAMES) == FACE_FEATURES and len(GLOBAL_FEATURE_NAMES) == GLOBAL_FEATURES
 
-# %% ../../nbs/szrank/ranker/33_features.ipynb 4
+# %% ../../nbs/szrank/ranker/33_features.ipynb 6
 def slog(x):
     "sign(x) * log1p(|x|): keeps wide-ranged lengths and areas in a trainable range."
     return np.sign(x) * np.log1p(np.abs(x))
 
-# %% ../../nbs/szrank/ranker/33_features.ipynb 6
+# %% ../../nbs/szrank/ranker/33_features.ipynb 9
 def _polygon_features(out_face: np.ndarray, vertices, n, layout: Layout, centre, scale) -> tuple:
     "Fill face features 7..15 (each face polygon's shape, in the frame); returns `(turning, convexity)`."
     corners = vertices[:, layout.corners, :] - centre[:, None, None, :]           # (B, 12, 11, 3), frame-centred
@@ -80,7 +80,7 @@ def _polygon_features(out_face: np.ndarray, vertices, n, layout: Layout, centre,
     out_face[..., 15] = facing
     return turning, convexity
 
-# %% ../../nbs/szrank/ranker/33_features.ipynb 7
+# %% ../../nbs/szrank/ranker/33_features.ipynb 11
 def _global_features(out_face: np.ndarray, turning, convexity, vertices, n, layout: Layout, defects: Defects,
                      centre, s, reference, context) -> np.ndarray:
     "The 24 global features of each configuration (B, 24)."
@@ -112,7 +112,7 @@ def _global_features(out_face: np.ndarray, turning, convexity, vertices, n, layo
         g[:, 23] = context[:, 2]
     return g
 
-# %% ../../nbs/szrank/ranker/33_features.ipynb 8
+# %% ../../nbs/szrank/ranker/33_features.ipynb 13
 def features(normals, offsets, layout: Layout, defects: Defects | None = None, context=None,
              reference=None) -> np.ndarray:
     """v1 features (B, 216) float32 of one configuration (12, 3)/(12,) or a batch (B, 12, 3)/(B, 12).
@@ -140,7 +140,7 @@ def features(normals, offsets, layout: Layout, defects: Defects | None = None, c
     result = np.clip(np.nan_to_num(result, nan=0.0, posinf=FEATURE_CLIP, neginf=-FEATURE_CLIP), -FEATURE_CLIP, FEATURE_CLIP)
     return result.astype(np.float32)
 
-# %% ../../nbs/szrank/ranker/33_features.ipynb 9
+# %% ../../nbs/szrank/ranker/33_features.ipynb 15
 def split_features(block) -> tuple[np.ndarray, np.ndarray]:
     "(..., 216) -> faces (..., 12, 16) and globals (..., 24), the trainer's reading of a block."
     block = np.asarray(block)

@@ -17,27 +17,27 @@ from szrank.ranker.modelfile import ModelFile, load_model
 # %% auto 0
 __all__ = ['reference_member_forward', 'reference_forward']
 
-# %% ../../nbs/szrank/ranker/35_reference.ipynb 3
+# %% ../../nbs/szrank/ranker/35_reference.ipynb 4
 def _layer_norm(x, weight, bias):
     mean = x.mean(axis=-1, keepdims=True)
     variance = np.square(x - mean).mean(axis=-1, keepdims=True)
     return (x - mean) / np.sqrt(variance + LAYER_NORM_EPSILON) * weight + bias
 
-# %% ../../nbs/szrank/ranker/35_reference.ipynb 4
+# %% ../../nbs/szrank/ranker/35_reference.ipynb 6
 def _softmax(x, axis=-1):
     shifted = x - x.max(axis=axis, keepdims=True)
     exponent = np.exp(shifted)
     return exponent / exponent.sum(axis=axis, keepdims=True)
 
-# %% ../../nbs/szrank/ranker/35_reference.ipynb 5
+# %% ../../nbs/szrank/ranker/35_reference.ipynb 8
 def _silu(x):
     return x / (1.0 + np.exp(-x))
 
-# %% ../../nbs/szrank/ranker/35_reference.ipynb 6
+# %% ../../nbs/szrank/ranker/35_reference.ipynb 10
 def _sigmoid(x):
     return 0.5 * (1.0 + np.tanh(0.5 * x))
 
-# %% ../../nbs/szrank/ranker/35_reference.ipynb 7
+# %% ../../nbs/szrank/ranker/35_reference.ipynb 12
 def _attention(x, w_in, b_in, w_out, b_out):
     batch, tokens, width = x.shape
     head_width = width // ATTENTION_HEADS
@@ -48,7 +48,7 @@ def _attention(x, w_in, b_in, w_out, b_out):
     attended = (weights @ v).transpose(0, 2, 1, 3).reshape(batch, tokens, width)
     return attended @ w_out.T + b_out
 
-# %% ../../nbs/szrank/ranker/35_reference.ipynb 8
+# %% ../../nbs/szrank/ranker/35_reference.ipynb 14
 def reference_member_forward(tensors: dict, face, global_features, topology):
     "One member's raw outputs `(value [B,2], plane logits [B,12], move logits [B,5], scale logits [B,3])`."
     t = {name: np.asarray(value, dtype=np.float64) for name, value in tensors.items()}
@@ -74,7 +74,7 @@ def reference_member_forward(tensors: dict, face, global_features, topology):
     scale = cls @ t["scale_head.weight"].T + t["scale_head.bias"]
     return value, plane, move, scale
 
-# %% ../../nbs/szrank/ranker/35_reference.ipynb 9
+# %% ../../nbs/szrank/ranker/35_reference.ipynb 16
 def reference_forward(model, face, global_features, topology) -> dict:
     """Ensemble-mean outputs of an SZTRNK01 model (a `ModelFile`, path or bytes), numpy only.
 

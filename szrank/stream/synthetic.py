@@ -16,7 +16,7 @@ from szrank.stream.format import (FACE_COUNT, FACE_FEATURES, GLOBAL_FEATURES, MO
 __all__ = ['DEMO_SEED', 'DEMO_RECORDS', 'STRESS_SPREAD', 'NO_ACTION_FRACTION', 'PLANE_POLICY_SCALE', 'MOVE_POLICY_SCALE',
            'SCALE_POLICY_SCALE', 'QUALITY_WEIGHTS', 'synthesize_run', 'shuffle_labels', 'synthesize_corpus']
 
-# %% ../../nbs/szrank/stream/23_synthetic.ipynb 3
+# %% ../../nbs/szrank/stream/23_synthetic.ipynb 4
 DEMO_SEED = 20240611               # the corpus and the training are deterministic for this seed
 # Records per run: small enough to train on two CPU cores in a couple of
 # minutes; every reporting split above the gate's 1000-record minimum.
@@ -29,7 +29,7 @@ SCALE_POLICY_SCALE = 0.5           # softmax(0.5 x global 5..7)
 QUALITY_WEIGHTS = {"plane": 2.5, "move": 1.5, "scale": 1.0, "global8": 0.9, "global9": -0.7,
                    "topology": 0.5, "offset": -1.8}
 
-# %% ../../nbs/szrank/stream/23_synthetic.ipynb 4
+# %% ../../nbs/szrank/stream/23_synthetic.ipynb 6
 def _sample(rng: np.random.Generator, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     "One action per row from softmax(logits), and its probability (the propensity)."
     probability = np.exp(logits - logits.max(axis=1, keepdims=True))
@@ -38,7 +38,7 @@ def _sample(rng: np.random.Generator, logits: np.ndarray) -> tuple[np.ndarray, n
     choice = np.minimum(choice, logits.shape[1] - 1)
     return choice, probability[np.arange(len(logits)), choice]
 
-# %% ../../nbs/szrank/stream/23_synthetic.ipynb 5
+# %% ../../nbs/szrank/stream/23_synthetic.ipynb 8
 def synthesize_run(rng: np.random.Generator, run_id: str, count: int, spread: float = 1.0) -> np.ndarray:
     "`count` records of one run following the hidden rule (see the notebook)."
     rows = np.arange(count)
@@ -82,7 +82,7 @@ def synthesize_run(rng: np.random.Generator, run_id: str, count: int, spread: fl
     records["rollout_iterations"] = np.round(10.0 ** rng.uniform(2.0, 6.0, count)).astype(np.uint64)
     return records
 
-# %% ../../nbs/szrank/stream/23_synthetic.ipynb 6
+# %% ../../nbs/szrank/stream/23_synthetic.ipynb 10
 def shuffle_labels(rng: np.random.Generator, records: np.ndarray) -> np.ndarray:
     "The control: outcomes and gains permuted together, so the features carry no information about them."
     shuffled = records.copy()
@@ -91,7 +91,7 @@ def shuffle_labels(rng: np.random.Generator, records: np.ndarray) -> np.ndarray:
     shuffled["gains"] = records["gains"][order]
     return shuffled
 
-# %% ../../nbs/szrank/stream/23_synthetic.ipynb 7
+# %% ../../nbs/szrank/stream/23_synthetic.ipynb 12
 def synthesize_corpus(split_runs: dict, seed: int = DEMO_SEED, records: dict = DEMO_RECORDS,
                       labels_shuffled: bool = False) -> np.ndarray:
     "The demo corpus: one run per split, in split order, as a `RECORD_DTYPE` array."
