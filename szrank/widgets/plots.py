@@ -13,14 +13,29 @@ import numpy as np
 from szrank.plumbing.errors import OptionError
 
 # %% auto 0
-__all__ = ['REPORT_SPLITS', 'load_report', 'curves_path', 'merge_curves', 'list_generations', 'split_metrics',
+__all__ = ['REPORT_SPLITS', 'curves_path', 'merge_curves', 'load_report', 'list_generations', 'split_metrics',
            'evaluate_model_file', 'plot_reliability', 'plot_precision_recall', 'plot_gain_uplift', 'plot_split',
            'report_browser']
 
-# %% ../../nbs/szrank/widgets/61_plots.ipynb 4
+# %% ../../nbs/szrank/widgets/61_plots.ipynb 5
 REPORT_SPLITS = ("validation", "test", "stress")
 
-# %% ../../nbs/szrank/widgets/61_plots.ipynb 5
+# %% ../../nbs/szrank/widgets/61_plots.ipynb 7
+def curves_path(report_path: Path) -> Path:
+    "The plot curves written beside a report: `report.json` -> `curves.json`, `report_<d>` -> `curves_<d>`."
+    report_path = Path(report_path)
+    return report_path.with_name(report_path.name.replace("report", "curves", 1))
+
+# %% ../../nbs/szrank/widgets/61_plots.ipynb 9
+def merge_curves(report: dict, path: Path) -> dict:
+    "The report with each split's plot curves from `path` added to its metrics (unchanged without the file)."
+    if not Path(path).exists():
+        return report
+    curves = json.loads(Path(path).read_text(encoding="utf-8"))["reporting_metrics"]
+    merged = {split: {**metrics, **curves.get(split, {})} for split, metrics in report["reporting_metrics"].items()}
+    return {**report, "reporting_metrics": merged}
+
+# %% ../../nbs/szrank/widgets/61_plots.ipynb 11
 def load_report(path) -> dict:
     "A published report (`report.json` or `report_<sha256>.json`); a directory means its `report.json`."
     path = Path(path)
@@ -36,22 +51,7 @@ def load_report(path) -> dict:
         raise OptionError(f"{path}: not a training report (no reporting_metrics)")
     return merge_curves(report, curves_path(path))
 
-# %% ../../nbs/szrank/widgets/61_plots.ipynb 6
-def curves_path(report_path: Path) -> Path:
-    "The plot curves written beside a report: `report.json` -> `curves.json`, `report_<d>` -> `curves_<d>`."
-    report_path = Path(report_path)
-    return report_path.with_name(report_path.name.replace("report", "curves", 1))
-
-# %% ../../nbs/szrank/widgets/61_plots.ipynb 7
-def merge_curves(report: dict, path: Path) -> dict:
-    "The report with each split's plot curves from `path` added to its metrics (unchanged without the file)."
-    if not Path(path).exists():
-        return report
-    curves = json.loads(Path(path).read_text(encoding="utf-8"))["reporting_metrics"]
-    merged = {split: {**metrics, **curves.get(split, {})} for split, metrics in report["reporting_metrics"].items()}
-    return {**report, "reporting_metrics": merged}
-
-# %% ../../nbs/szrank/widgets/61_plots.ipynb 8
+# %% ../../nbs/szrank/widgets/61_plots.ipynb 13
 def list_generations(directory) -> dict:
     "Model generations with a report in `directory`: `{label: report path}`, the current one first."
     directory = Path(directory)
@@ -63,7 +63,7 @@ def list_generations(directory) -> dict:
         generations[path.stem.removeprefix("report_")[:12]] = path
     return generations
 
-# %% ../../nbs/szrank/widgets/61_plots.ipynb 9
+# %% ../../nbs/szrank/widgets/61_plots.ipynb 15
 def split_metrics(report: dict, split: str) -> dict:
     "One split's metrics from a report, checking that it carries the plot curves."
     try:
@@ -75,7 +75,7 @@ def split_metrics(report: dict, split: str) -> dict:
             raise KeyError(f"report's {split} metrics have no {key}: it was written before the plots existed")
     return metrics
 
-# %% ../../nbs/szrank/widgets/61_plots.ipynb 11
+# %% ../../nbs/szrank/widgets/61_plots.ipynb 18
 def evaluate_model_file(model_path, snapshot_path, split: str, batch_size: int = 1024, device: str = "cpu") -> dict:
     "Metrics (with the plot curves) of a published SZTRNK01 file on one split of an SZTXP001 snapshot."
     from szrank.plumbing.device import autocast_enabled, pick_device
@@ -87,7 +87,7 @@ def evaluate_model_file(model_path, snapshot_path, split: str, batch_size: int =
     members = members_from_model(model_path, device)
     return evaluate_ensemble(snapshot, members, split, batch_size, 0, 0.0, autocast_enabled(device), device)
 
-# %% ../../nbs/szrank/widgets/61_plots.ipynb 13
+# %% ../../nbs/szrank/widgets/61_plots.ipynb 21
 def plot_reliability(metrics: dict, ax, count_ax=None) -> dict:
     "Reliability diagram on `ax`, bin counts as bars on `count_ax` (a twin of `ax` if None)."
     bins = metrics["calibration_bins"]
@@ -114,7 +114,7 @@ def plot_reliability(metrics: dict, ax, count_ax=None) -> dict:
     ax.legend(loc="upper left")
     return {"bars": bars, "line": line, "count_ax": count_ax}
 
-# %% ../../nbs/szrank/widgets/61_plots.ipynb 14
+# %% ../../nbs/szrank/widgets/61_plots.ipynb 23
 def plot_precision_recall(metrics: dict, ax) -> dict:
     "Precision-recall curve with the prevalence baseline on `ax`."
     curve = metrics["precision_recall"]
@@ -129,7 +129,7 @@ def plot_precision_recall(metrics: dict, ax) -> dict:
     ax.legend(loc="upper right")
     return {"line": line, "baseline": baseline}
 
-# %% ../../nbs/szrank/widgets/61_plots.ipynb 15
+# %% ../../nbs/szrank/widgets/61_plots.ipynb 25
 def plot_gain_uplift(metrics: dict, ax) -> dict:
     "Mean signed gain per score decile (top first) against the split's mean gain on `ax`."
     deciles = np.array([np.nan if v is None else v for v in metrics["gain_by_decile"]], dtype=float)
@@ -144,7 +144,7 @@ def plot_gain_uplift(metrics: dict, ax) -> dict:
     ax.legend(loc="upper right")
     return {"bars": bars, "mean": mean}
 
-# %% ../../nbs/szrank/widgets/61_plots.ipynb 16
+# %% ../../nbs/szrank/widgets/61_plots.ipynb 27
 def plot_split(report: dict, split: str, figure=None):
     "All three plots of one split of a report in one figure (a new one if `figure` is None)."
     from matplotlib.figure import Figure
@@ -160,7 +160,7 @@ def plot_split(report: dict, split: str, figure=None):
     figure.suptitle(f"{split}: {metrics['records']:,} records, model {digest}")
     return figure
 
-# %% ../../nbs/szrank/widgets/61_plots.ipynb 22
+# %% ../../nbs/szrank/widgets/61_plots.ipynb 31
 def report_browser(directory):
     "An ipywidgets dropdown of generation and split above the three plots of a published directory."
     import ipywidgets as widgets
