@@ -41,7 +41,7 @@ TOPOLOGY_COUNT = 59                 # combinatorial types of the genus-6 12-face
 MOVE_COUNT = 5                      # move kinds of a proposal
 SCALE_COUNT = 3                     # step scales of a proposal
 
-# %% ../../nbs/szrank/stream/20_format.ipynb 6
+# %% ../../nbs/szrank/stream/20_format.ipynb 7
 RUN_ID_OFFSET = 0
 SEQUENCE_OFFSET = 16
 TOPOLOGY_OFFSET = 24
@@ -77,11 +77,11 @@ RECORD_DTYPE = np.dtype({
 RUN_KEY_DTYPE = np.dtype({"names": ["low", "high"], "formats": ["<u8", "<u8"],
                           "offsets": [RUN_ID_OFFSET, RUN_ID_OFFSET + 8], "itemsize": EXPECTED_RECORD_SIZE})
 
-# %% ../../nbs/szrank/stream/20_format.ipynb 9
+# %% ../../nbs/szrank/stream/20_format.ipynb 10
 class StreamFormatError(SzrankError, ValueError):
     "The bytes are not a v1 SZTXP001 stream (bad header, partial record, ...)."
 
-# %% ../../nbs/szrank/stream/20_format.ipynb 10
+# %% ../../nbs/szrank/stream/20_format.ipynb 12
 def validate_stream_header(header: bytes) -> int:
     "Check a 16-byte SZTXP001 header (magic, version, record size); return the record size."
     if len(header) != EXPORT_HEADER.size:
@@ -96,12 +96,12 @@ def validate_stream_header(header: bytes) -> int:
                                 f"format v{EXPORT_VERSION} has {EXPECTED_RECORD_SIZE}")
     return record_size
 
-# %% ../../nbs/szrank/stream/20_format.ipynb 11
+# %% ../../nbs/szrank/stream/20_format.ipynb 14
 def stream_header() -> bytes:
     "The 16-byte header of a v1 stream."
     return EXPORT_HEADER.pack(EXPORT_MAGIC, EXPORT_VERSION, EXPECTED_RECORD_SIZE)
 
-# %% ../../nbs/szrank/stream/20_format.ipynb 14
+# %% ../../nbs/szrank/stream/20_format.ipynb 17
 def run_key(run_id: str | uuid.UUID | bytes) -> tuple[int, int]:
     "The `(low, high)` u64 pair of a run id as the records store it."
     raw = run_id if isinstance(run_id, bytes) else uuid.UUID(str(run_id)).bytes
@@ -110,25 +110,25 @@ def run_key(run_id: str | uuid.UUID | bytes) -> tuple[int, int]:
     low, high = struct.unpack("<QQ", raw)
     return low, high
 
-# %% ../../nbs/szrank/stream/20_format.ipynb 15
+# %% ../../nbs/szrank/stream/20_format.ipynb 19
 def run_keys(records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     "The `(low, high)` u64 words of every record's run id (views, no copy)."
     keys = np.asarray(records).view(RUN_KEY_DTYPE)
     return keys["low"], keys["high"]
 
-# %% ../../nbs/szrank/stream/20_format.ipynb 16
+# %% ../../nbs/szrank/stream/20_format.ipynb 21
 def record_run_id(record) -> uuid.UUID:
     "The run id of one record (a `RECORD_DTYPE` scalar or 0-d/1-element array)."
     return uuid.UUID(bytes=bytes(np.asarray(record["run_id"], dtype=np.uint8).reshape(16)))
 
-# %% ../../nbs/szrank/stream/20_format.ipynb 18
+# %% ../../nbs/szrank/stream/20_format.ipynb 24
 def empty_records(count: int) -> np.ndarray:
     "A zeroed array of `count` v1 records (`RECORD_DTYPE`)."
     if count < 0:
         raise OptionError(f"record count must be non-negative, not {count}")
     return np.zeros(count, dtype=RECORD_DTYPE)
 
-# %% ../../nbs/szrank/stream/20_format.ipynb 19
+# %% ../../nbs/szrank/stream/20_format.ipynb 26
 def as_record_array(records) -> np.ndarray:
     "View `records` (a `RECORD_DTYPE` array, or bytes of whole records) as a record array."
     if isinstance(records, np.ndarray):
@@ -140,7 +140,7 @@ def as_record_array(records) -> np.ndarray:
         raise StreamFormatError(f"{blob.nbytes} bytes is not a whole number of {EXPECTED_RECORD_SIZE}-byte records")
     return np.frombuffer(blob, dtype=RECORD_DTYPE)
 
-# %% ../../nbs/szrank/stream/20_format.ipynb 20
+# %% ../../nbs/szrank/stream/20_format.ipynb 28
 class StreamWriter:
     "Write a v1 stream: the header on open, then `write(records)` any number of times."
 
@@ -175,7 +175,7 @@ class StreamWriter:
                 self.target.flush()
         return bool(stack.__exit__(*exc_info))
 
-# %% ../../nbs/szrank/stream/20_format.ipynb 21
+# %% ../../nbs/szrank/stream/20_format.ipynb 30
 def write_stream(target: str | os.PathLike | BinaryIO, records) -> int:
     "Write header + `records` (one array, or an iterable of arrays) to a path (atomically) or a binary file."
     parts = [records] if isinstance(records, (np.ndarray, bytes, bytearray, memoryview)) else records
@@ -184,10 +184,10 @@ def write_stream(target: str | os.PathLike | BinaryIO, records) -> int:
             writer.write(part)
         return writer.records_written
 
-# %% ../../nbs/szrank/stream/20_format.ipynb 23
+# %% ../../nbs/szrank/stream/20_format.ipynb 33
 EXAMPLE_NO_ACTION_FRACTION = 0.1    # share of example records logged without an action (-1)
 
-# %% ../../nbs/szrank/stream/20_format.ipynb 24
+
 def example_records(count: int, run_id: str | uuid.UUID, seed: int = 0, first_sequence: int = 0) -> np.ndarray:
     "`count` valid random v1 records of run `run_id`, sequences from `first_sequence`; deterministic for `seed`."
     rng = np.random.default_rng(seed)
