@@ -28,11 +28,11 @@ __all__ = ['IO_CHUNK_RECORDS', 'RAW_RECORD', 'MAP_FLAGS', 'SAMPLE_WEIGHT_MIN', '
            'LOCATE_CHUNK_RECORDS', 'chunk_descriptors', 'iter_record_batches', 'RecordError', 'TrainingBatch',
            'batch_records', 'decode_batch', 'locate_record_fault']
 
-# %% ../../nbs/szrank/stream/22_batches.ipynb 4
+# %% ../../nbs/szrank/stream/22_batches.ipynb 5
 IO_CHUNK_RECORDS = 4096             # records per disk read / chunk descriptor (7.5 MB), as the original trainer
 RAW_RECORD = np.dtype((np.void, EXPECTED_RECORD_SIZE))  # a record as opaque bytes: gathers are plain memcpy
 
-# %% ../../nbs/szrank/stream/22_batches.ipynb 5
+# %% ../../nbs/szrank/stream/22_batches.ipynb 7
 def _split_order(snapshot: SnapshotInfo, splits: Iterable[str]) -> list[str]:
     "The requested splits in the snapshot's fixed order (never a set's hash order)."
     splits = {splits} if isinstance(splits, str) else set(splits)
@@ -42,7 +42,7 @@ def _split_order(snapshot: SnapshotInfo, splits: Iterable[str]) -> list[str]:
         raise ValueError(f"unknown split(s) {', '.join(unknown)}: a snapshot has {', '.join(known)}")
     return [name for name in known if name in splits]
 
-# %% ../../nbs/szrank/stream/22_batches.ipynb 6
+# %% ../../nbs/szrank/stream/22_batches.ipynb 9
 def chunk_descriptors(snapshot: SnapshotInfo, splits: Iterable[str], chunk_records: int,
                       max_records_per_split: int = 0) -> list[tuple[int, int]]:
     "`(first_record, count)` chunks covering the selected records of `splits` (at most `max_records_per_split` each)."
@@ -58,51 +58,12 @@ def chunk_descriptors(snapshot: SnapshotInfo, splits: Iterable[str], chunk_recor
                 break
     return descriptors
 
-# %% ../../nbs/szrank/stream/22_batches.ipynb 7
-def iter_record_batches(snapshot: SnapshotInfo, splits: Iterable[str], batch_size: int, shuffle_records: int,
-                        seed: int, max_records_per_split: int) -> Iterator[np.ndarray]:
-    "Yield `RECORD_DTYPE` arrays of `batch_size` records (the last may be shorter): one epoch, bounded memory."
-    if batch_size <= 0:
-        raise ValueError(f"batch_size must be positive, not {batch_size}")
-    if shuffle_records < 0 or max_records_per_split < 0:
-        raise ValueError("shuffle_records and max_records_per_split cannot be negative")
-    shuffle = shuffle_records > 1
-    rng = np.random.default_rng(seed % 2**64)
-    # Export order is whole-run order. Shuffle a small list of disk chunk
-    # descriptors first, then shuffle records inside a bounded RAM buffer.
-    io_chunk_records = max(batch_size, min(IO_CHUNK_RECORDS, max(batch_size, shuffle_records)))
-    descriptors = chunk_descriptors(snapshot, splits, io_chunk_records, max_records_per_split)
-    if shuffle:
-        descriptors = [descriptors[i] for i in rng.permutation(len(descriptors))]
-    else:
-        descriptors.sort()
-    capacity = max(batch_size, shuffle_records)
-    return _batches(Path(snapshot.path), snapshot.record_count, descriptors, batch_size, capacity,
-                    io_chunk_records, rng if shuffle else None)
-
-# %% ../../nbs/szrank/stream/22_batches.ipynb 8
-def _batches(path: Path, record_count: int, descriptors: list[tuple[int, int]], batch_size: int, capacity: int,
-             io_chunk_records: int, rng: np.random.Generator | None) -> Iterator[np.ndarray]:
-    name = str(path)
-    with path.open("rb", buffering=0) as stream:
-        record_size = _read_header(stream, name)
-        expected = EXPORT_HEADER.size + record_count * record_size
-        size = os.fstat(stream.fileno()).st_size
-        if size != expected:
-            raise SnapshotError(f"{name}: file has {size} bytes but its inspection found {record_count} records "
-                                f"({expected} bytes): the snapshot changed since; inspect it again")
-        chunks = _ChunkReader(stream, name, record_size)
-        if rng is None:
-            yield from _file_order(descriptors, batch_size, chunks)
-        else:
-            yield from _shuffled(descriptors, batch_size, capacity, io_chunk_records, record_size, chunks, rng)
-
-
+# %% ../../nbs/szrank/stream/22_batches.ipynb 11
 # Read-only shared map of a chunk; MAP_POPULATE (Linux) maps all its pages in one
 # call instead of one page fault per 64 KB, which roughly halves the cost of mapping.
 MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
 
-# %% ../../nbs/szrank/stream/22_batches.ipynb 9
+
 class _ChunkReader:
     """Whole records `[first, first + count)` of an open snapshot, as a read-only `RAW_RECORD` array.
 
@@ -146,7 +107,7 @@ class _ChunkReader:
         return SnapshotError(f"{self.name}: record {record}: file ends early (the snapshot changed since it was "
                              "inspected)")
 
-# %% ../../nbs/szrank/stream/22_batches.ipynb 10
+# %% ../../nbs/szrank/stream/22_batches.ipynb 13
 def _file_order(descriptors, batch_size, chunks) -> Iterator[np.ndarray]:
     "File order: batches are views of each chunk; only a batch that spans two chunks is copied together."
     carry = np.empty(0, dtype=RAW_RECORD)
@@ -166,7 +127,7 @@ def _file_order(descriptors, batch_size, chunks) -> Iterator[np.ndarray]:
     if len(carry):
         yield carry.view(RECORD_DTYPE)
 
-# %% ../../nbs/szrank/stream/22_batches.ipynb 11
+# %% ../../nbs/szrank/stream/22_batches.ipynb 15
 def _shuffled(descriptors, batch_size, capacity, io_chunk_records, record_size, chunks, rng) -> Iterator[np.ndarray]:
     "Shuffled: chunks are copied into one reused buffer; each batch is a gather (`take`) into a fresh array."
     buffer = np.empty(capacity + io_chunk_records, dtype=RAW_RECORD)   # pages are touched only as filled
@@ -190,7 +151,46 @@ def _shuffled(descriptors, batch_size, capacity, io_chunk_records, record_size, 
         for start in range(0, fill, batch_size):
             yield buffer.take(order[start:start + batch_size]).view(RECORD_DTYPE)
 
-# %% ../../nbs/szrank/stream/22_batches.ipynb 15
+# %% ../../nbs/szrank/stream/22_batches.ipynb 17
+def _batches(path: Path, record_count: int, descriptors: list[tuple[int, int]], batch_size: int, capacity: int,
+             io_chunk_records: int, rng: np.random.Generator | None) -> Iterator[np.ndarray]:
+    name = str(path)
+    with path.open("rb", buffering=0) as stream:
+        record_size = _read_header(stream, name)
+        expected = EXPORT_HEADER.size + record_count * record_size
+        size = os.fstat(stream.fileno()).st_size
+        if size != expected:
+            raise SnapshotError(f"{name}: file has {size} bytes but its inspection found {record_count} records "
+                                f"({expected} bytes): the snapshot changed since; inspect it again")
+        chunks = _ChunkReader(stream, name, record_size)
+        if rng is None:
+            yield from _file_order(descriptors, batch_size, chunks)
+        else:
+            yield from _shuffled(descriptors, batch_size, capacity, io_chunk_records, record_size, chunks, rng)
+
+# %% ../../nbs/szrank/stream/22_batches.ipynb 19
+def iter_record_batches(snapshot: SnapshotInfo, splits: Iterable[str], batch_size: int, shuffle_records: int,
+                        seed: int, max_records_per_split: int) -> Iterator[np.ndarray]:
+    "Yield `RECORD_DTYPE` arrays of `batch_size` records (the last may be shorter): one epoch, bounded memory."
+    if batch_size <= 0:
+        raise ValueError(f"batch_size must be positive, not {batch_size}")
+    if shuffle_records < 0 or max_records_per_split < 0:
+        raise ValueError("shuffle_records and max_records_per_split cannot be negative")
+    shuffle = shuffle_records > 1
+    rng = np.random.default_rng(seed % 2**64)
+    # Export order is whole-run order. Shuffle a small list of disk chunk
+    # descriptors first, then shuffle records inside a bounded RAM buffer.
+    io_chunk_records = max(batch_size, min(IO_CHUNK_RECORDS, max(batch_size, shuffle_records)))
+    descriptors = chunk_descriptors(snapshot, splits, io_chunk_records, max_records_per_split)
+    if shuffle:
+        descriptors = [descriptors[i] for i in rng.permutation(len(descriptors))]
+    else:
+        descriptors.sort()
+    capacity = max(batch_size, shuffle_records)
+    return _batches(Path(snapshot.path), snapshot.record_count, descriptors, batch_size, capacity,
+                    io_chunk_records, rng if shuffle else None)
+
+# %% ../../nbs/szrank/stream/22_batches.ipynb 24
 SAMPLE_WEIGHT_MIN = 0.60            # weight floor: a short single-chain observation still counts
 SAMPLE_WEIGHT_MAX = 2.0             # weight cap: max-of-many descendants must not dominate
 ROLLOUT_EFFORT_SCALE = 1_000_001.0  # log1p(iterations) / log(this): full effort at a million iterations
@@ -198,7 +198,7 @@ ACTION_LIMITS = np.array([FACE_COUNT, MOVE_COUNT, SCALE_COUNT])  # plane, move, 
 NO_ACTION = -1                      # the exporter's "no action was taken"
 FACE_FLOATS = FACE_COUNT * FACE_FEATURES
 
-# %% ../../nbs/szrank/stream/22_batches.ipynb 16
+# %% ../../nbs/szrank/stream/22_batches.ipynb 26
 class RecordError(SzrankError, ValueError):
     "A record whose content the trainer must not train on (names the record's run and sequence)."
 
@@ -211,7 +211,7 @@ LABEL_DTYPE = np.dtype({name: (dtype, offset - GAIN_OFFSET)       # the record's
                         for name, (dtype, offset) in RECORD_DTYPE.fields.items() if offset >= GAIN_OFFSET})
 assert LABEL_DTYPE.itemsize == LABEL_SPAN.stop - LABEL_SPAN.start
 
-# %% ../../nbs/szrank/stream/22_batches.ipynb 17
+# %% ../../nbs/szrank/stream/22_batches.ipynb 28
 @dataclasses.dataclass
 class TrainingBatch:
     """One decoded batch: features, labels, logged actions and propensities, sample weights (CPU tensors until `.to`).
@@ -251,7 +251,7 @@ class TrainingBatch:
             for field in dataclasses.fields(self)
         })
 
-# %% ../../nbs/szrank/stream/22_batches.ipynb 18
+# %% ../../nbs/szrank/stream/22_batches.ipynb 30
 def batch_records(records) -> np.ndarray:
     "A `RECORD_DTYPE` array from an array, whole-record bytes, or a sequence of 1824-byte records."
     if isinstance(records, np.ndarray):
@@ -266,7 +266,7 @@ def batch_records(records) -> np.ndarray:
             raise RecordError(f"record {index} of the batch has {len(record)} bytes, not {EXPECTED_RECORD_SIZE}")
     return np.frombuffer(b"".join(records), dtype=RECORD_DTYPE)
 
-# %% ../../nbs/szrank/stream/22_batches.ipynb 19
+# %% ../../nbs/szrank/stream/22_batches.ipynb 32
 def _record_fault(records: np.ndarray, bad: np.ndarray, what: str) -> RecordError:
     index = int(np.argmax(bad))
     run = uuid.UUID(bytes=records["run_id"][index].tobytes())
@@ -277,13 +277,13 @@ def _record_fault(records: np.ndarray, bad: np.ndarray, what: str) -> RecordErro
     error.run, error.sequence, error.detail = run, sequence, what(index) + more   # for `locate_record_fault`
     return error
 
-# %% ../../nbs/szrank/stream/22_batches.ipynb 20
+# %% ../../nbs/szrank/stream/22_batches.ipynb 34
 def _maybe_non_finite(*arrays: np.ndarray) -> bool:
     "Fast screen: False proves every value finite; True means look closer (NaN, inf, or a float32 overflow)."
     with np.errstate(over="ignore", invalid="ignore"):   # overflow only sends us to the exact test
         return not all(math.isfinite(float(np.dot(flat, flat))) for flat in (a.reshape(-1) for a in arrays))
 
-# %% ../../nbs/szrank/stream/22_batches.ipynb 21
+# %% ../../nbs/szrank/stream/22_batches.ipynb 36
 def decode_batch(records) -> TrainingBatch:
     "Decode a block of v1 records (array, bytes, or list of bytes) into a validated `TrainingBatch`."
     records = batch_records(records)
@@ -348,7 +348,7 @@ def decode_batch(records) -> TrainingBatch:
         sample_weight=torch.from_numpy(sample_weight),
     )
 
-# %% ../../nbs/szrank/stream/22_batches.ipynb 25
+# %% ../../nbs/szrank/stream/22_batches.ipynb 40
 LOCATE_CHUNK_RECORDS = 65_536   # 120 MB of memory-mapped records per step of the search for a faulty record
 
 def locate_record_fault(path, fault: RecordError) -> RecordError:
