@@ -39,7 +39,7 @@ __all__ = ['REPORT_TRAIN_RUN', 'REPORT_VALIDATION_RUN', 'REPORT_TEST_RUN', 'REPO
            'stop_process', 'lower_child_priority', 'TimedPipe', 'exporter_command', 'create_training_snapshot',
            'inspect_command']
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 4
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 5
 # Whole-run split fixed for the first 6.5 GB corpus. Never split individual
 # records: neighbouring trajectories are strongly correlated.
 REPORT_TRAIN_RUN = "889b3dfb-118c-48ca-ace4-853da7900f9c"
@@ -55,11 +55,11 @@ SPLIT_RUNS = {
 SPLIT_NAMES = tuple(SPLIT_RUNS)         # the four reporting splits, in report order
 DEPLOYMENT_EXTRA = "deployment_extra"   # every further run, with --deployment-all-runs
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 5
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 7
 class SplitRunsError(SzrankError, ValueError):
     "A `--split-runs` file (or mapping) that does not name four distinct runs."
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 6
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 9
 def normalize_split_runs(split_runs: Mapping[str, str] | None, source: str = "split runs") -> dict[str, str]:
     "Check a split -> run-id mapping (exactly the four splits, distinct UUIDs); return it in canonical form."
     if split_runs is None:
@@ -88,7 +88,7 @@ def normalize_split_runs(split_runs: Mapping[str, str] | None, source: str = "sp
         seen[run_id] = name
     return result
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 7
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 11
 def load_split_runs(path: str | os.PathLike) -> dict[str, str]:
     "Read a `--split-runs` JSON file `{\"train\": uuid, \"validation\": ..., \"test\": ..., \"stress\": ...}`."
     path = Path(path)
@@ -104,7 +104,7 @@ def load_split_runs(path: str | os.PathLike) -> dict[str, str]:
         raise SplitRunsError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     return normalize_split_runs(value, str(path))
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 10
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 14
 @dataclasses.dataclass(frozen=True)
 class SnapshotInfo:
     "A validated SZTXP001 snapshot: counts, contiguous per-split segments and the corpus digest."
@@ -151,31 +151,31 @@ class SnapshotInfo:
             lines.append(f"  warning: no records for split(s) {', '.join(self.missing_splits)}")
         return "\n".join(lines)
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 12
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 17
 class SnapshotError(SzrankError, ValueError):
     "A snapshot (or exporter stream) whose content is invalid."
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 13
+
 class HeaderError(SnapshotError, StreamFormatError):
     "Bad or missing 16-byte header: magic, version or record size."
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 14
+
 class PartialRecordError(SnapshotError):
     "The stream ends part-way through a record."
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 15
+
 class UnknownRunError(SnapshotError):
     "A record of a run outside the requested corpus."
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 16
+
 class MissingSplitError(SnapshotError):
     "A reporting split without records."
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 17
+
 class ExporterError(ToolError):
     "The exporter could not be started, failed, or was killed."
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 18
+
 class ExportInterrupted(KeyboardInterrupt):
     "Ctrl-C while exporting: the exporter was stopped and the partial snapshot removed."
     status = INTERRUPTED   # `Terminated` (SIGTERM) during an export sets TERMINATED
@@ -183,7 +183,7 @@ class ExportInterrupted(KeyboardInterrupt):
 # %% ../../nbs/szrank/stream/21_snapshot.ipynb 20
 SCAN_CHUNK_RECORDS = 4096           # 7.5 MB per read: large sequential reads, bounded memory
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 22
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 23
 class RecordValueError(SnapshotError):
     "A record whose values no model may train on (a topology out of range, a non-finite feature)."
 
@@ -208,7 +208,7 @@ def record_value_fault(records: np.ndarray, name: str, first_index: int) -> Reco
     return RecordValueError(f"{where}: field {field}[{element}] = {records[field][index][element]} is not finite; "
                             "the exporter wrote a record no model can train on")
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 24
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 25
 class CorpusScan:
     "Incremental validation of a record stream: split of every record, counts, segments, digest."
 
@@ -282,7 +282,7 @@ class CorpusScan:
             created_by_trainer=created_by_trainer, includes_additional_runs=self.includes_additional_runs,
             split_segments={k: tuple(v) for k, v in self._segments.items()}, split_runs=dict(self.split_runs))
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 26
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 28
 def _read_into(stream, view: memoryview) -> int:
     "Fill `view` from `stream` as far as the data goes; return the bytes read."
     filled = 0
@@ -293,7 +293,7 @@ def _read_into(stream, view: memoryview) -> int:
         filled += n
     return filled
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 27
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 30
 def _read_header(stream, name: str) -> int:
     header = bytearray(EXPORT_HEADER.size)
     got = _read_into(stream, memoryview(header))
@@ -302,7 +302,7 @@ def _read_header(stream, name: str) -> int:
     except StreamFormatError as exc:
         raise HeaderError(f"{name}: {exc}") from None
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 28
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 32
 def inspect_snapshot(path: str | os.PathLike, compute_digest: bool = True, includes_additional_runs: bool = False,
                      split_runs: Mapping[str, str] | None = None, progress: bool | None = False) -> SnapshotInfo:
     "Validate an SZTXP001 file and return its counts, per-split segments and SHA-256 corpus digest."
@@ -330,7 +330,7 @@ def inspect_snapshot(path: str | os.PathLike, compute_digest: bool = True, inclu
                                  f"{got - whole} of {record_size} bytes (the stream was cut short)")
     return scan.finish(path, created_by_trainer=False)
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 32
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 36
 EXPORTER_STOP_SECONDS = 5.0         # grace between SIGTERM and SIGKILL for a stopped exporter
 EXPORTER_NICENESS = 5               # the original trainer's os.nice(5): the export yields to interactive work
 EXPORTER_TIMEOUT_SECONDS = 600.0    # 10 minutes without a byte: far beyond any archive seek, surely a hang
@@ -338,7 +338,7 @@ EXPORTER_EXIT_SECONDS = 60.0        # an exporter that closed its output has fin
 POLL_SECONDS = 1.0                  # how often a wait for the next byte checks whether the exporter has exited
 NOTHING_WRITTEN = "no snapshot was written"
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 33
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 38
 def exporter_argv(exporter: str | os.PathLike | Sequence[str]) -> list[str]:
     "The exporter as argv: a list is taken as is, a path as one executable, a string is split like a shell."
     if isinstance(exporter, os.PathLike):
@@ -351,7 +351,7 @@ def exporter_argv(exporter: str | os.PathLike | Sequence[str]) -> list[str]:
         raise OptionError("exporter command is empty")
     return argv
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 34
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 40
 def describe_exit(return_code: int) -> str:
     "`exited with status 3` or `was killed by signal SIGKILL`."
     if return_code < 0:
@@ -360,7 +360,7 @@ def describe_exit(return_code: int) -> str:
         return f"was killed by signal {-return_code}"
     return f"exited with status {return_code}"
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 35
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 42
 def stop_process(process: subprocess.Popen, grace: float | None = None, group: bool = False) -> None:
     """Terminate `process`, kill it if it is still there after `grace` (default `EXPORTER_STOP_SECONDS`), reap it.
 
@@ -382,7 +382,7 @@ def stop_process(process: subprocess.Popen, grace: float | None = None, group: b
         send(signal.SIGKILL)           # the group's stragglers, or a leader that ignored SIGTERM
     process.wait()
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 36
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 44
 def lower_child_priority(process: subprocess.Popen) -> None:
     "Run a started child at the original trainer's lowered priority: niceness at least `EXPORTER_NICENESS` (POSIX)."
     if os.name == "nt" or not hasattr(os, "setpriority"):
@@ -391,7 +391,7 @@ def lower_child_priority(process: subprocess.Popen) -> None:
         current = os.getpriority(os.PRIO_PROCESS, process.pid)
         os.setpriority(os.PRIO_PROCESS, process.pid, max(current, EXPORTER_NICENESS))
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 37
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 46
 def _start_exporter(command: list[str], cwd, name: str) -> subprocess.Popen:
     "Start the exporter in its own session, stdout piped, below normal priority; a start failure is an `ExporterError`."
     flags = 0
@@ -409,7 +409,7 @@ def _start_exporter(command: list[str], cwd, name: str) -> subprocess.Popen:
     lower_child_priority(process)
     return process
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 38
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 48
 class TimedPipe:
     "The exporter's stdout, read with bounded waits: `readinto` raises `ExporterError` instead of waiting forever."
 
@@ -440,7 +440,7 @@ class TimedPipe:
                                     f"{self.received:,} bytes (--exporter-timeout); stopped it and its process "
                                     f"group, {NOTHING_WRITTEN}")
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 40
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 50
 def _exit_status(process: subprocess.Popen, name: str, received: str) -> int:
     "The exporter's exit status once its output ended, waiting at most `EXPORTER_EXIT_SECONDS`."
     try:
@@ -449,7 +449,7 @@ def _exit_status(process: subprocess.Popen, name: str, received: str) -> int:
         raise ExporterError(f"{name}: exporter closed its output after {received} but had not exited "
                             f"{EXPORTER_EXIT_SECONDS:g} s later; stopped its process group, {NOTHING_WRITTEN}") from None
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 41
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 52
 def _read_stream_header(process: subprocess.Popen, pipe: TimedPipe, output, name: str) -> int:
     "Read, check and copy the stream header; returns the record size."
     header = bytearray(EXPORT_HEADER.size)
@@ -464,7 +464,7 @@ def _read_stream_header(process: subprocess.Popen, pipe: TimedPipe, output, name
     output.write(header)
     return record_size
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 42
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 54
 def _copy_records(pipe: TimedPipe, output, scan: CorpusScan, record_size: int, bar) -> int:
     "Copy the exporter's records to `output`, scanning each whole record; returns the bytes of a trailing partial one."
     buffer = bytearray(SCAN_CHUNK_RECORDS * record_size)
@@ -488,7 +488,7 @@ def _copy_records(pipe: TimedPipe, output, scan: CorpusScan, record_size: int, b
             buffer[:filled - whole] = buffer[whole:filled]
             filled -= whole
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 43
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 56
 def _check_export(process: subprocess.Popen, scan: CorpusScan, partial: int, record_size: int,
                   split_runs: Mapping[str, str], name: str) -> None:
     "After the stream ended: the exporter exited 0 (within `EXPORTER_EXIT_SECONDS`), no partial record, every split has records."
@@ -506,7 +506,7 @@ def _check_export(process: subprocess.Popen, scan: CorpusScan, partial: int, rec
                                 + ", ".join(f"{m} (run {split_runs[m]})" for m in missing)
                                 + f": the exporter did not export them; {NOTHING_WRITTEN}")
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 44
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 58
 def exporter_command(exporter, archive_root, split_runs: Mapping[str, str], includes_additional_runs: bool) -> list:
     "The original trainer's exporter argv: the exporter, `--root ARCHIVE`, and one `--include-run` per split run."
     command = exporter_argv(exporter) + ["--root", os.fspath(archive_root)]
@@ -515,7 +515,7 @@ def exporter_command(exporter, archive_root, split_runs: Mapping[str, str], incl
             command.extend(["--include-run", run_id])
     return command
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 45
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 60
 def create_training_snapshot(archive_root: str | os.PathLike, exporter: str | os.PathLike | Sequence[str],
                              snapshot_directory: str | os.PathLike, includes_additional_runs: bool,
                              split_runs: Mapping[str, str] | None = None, cwd: str | os.PathLike | None = None,
@@ -569,7 +569,7 @@ def create_training_snapshot(archive_root: str | os.PathLike, exporter: str | os
         with contextlib.suppress(FileNotFoundError):
             partial_path.unlink()
 
-# %% ../../nbs/szrank/stream/21_snapshot.ipynb 49
+# %% ../../nbs/szrank/stream/21_snapshot.ipynb 64
 def inspect_command(parser: argparse.ArgumentParser) -> Callable:
     "`szrank inspect PATH [--split-runs F] [--deployment-all-runs] [--json]`: validate and describe a snapshot."
     parser.add_argument("path", metavar="PATH", type=Path, help="an SZTXP001 snapshot (.sztx)")
