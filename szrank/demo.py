@@ -26,11 +26,11 @@ __all__ = ['DEFAULT_OUT', 'ARCHIVE_NAME', 'DEMO_TRAINING', 'DEMO_STAGES', 'SEARC
            'train_stage', 'format_metrics', 'report_training', 'run_synthetic_stage', 'search_exporter_command',
            'search_train_config', 'compare_policies', 'run_search_stage', 'run_demo', 'demo_command']
 
-# %% ../nbs/szrank/91_demo.ipynb 4
+# %% ../nbs/szrank/91_demo.ipynb 5
 DEFAULT_OUT = Path("demo-out/szrank")
 ARCHIVE_NAME = "demo_corpus.sztx"  # the file the replay exporter reads under --root
 
-# %% ../nbs/szrank/91_demo.ipynb 6
+# %% ../nbs/szrank/91_demo.ipynb 8
 def write_archive(root: Path, labels_shuffled: bool = False, split_runs: dict | None = None) -> Path:
     "Write the demo corpus to `root/demo_corpus.sztx` (atomically; the same bytes every time)."
     from szrank.stream.snapshot import SPLIT_RUNS
@@ -38,7 +38,7 @@ def write_archive(root: Path, labels_shuffled: bool = False, split_runs: dict | 
     write_stream(path, synthesize_corpus(split_runs or SPLIT_RUNS, labels_shuffled=labels_shuffled))
     return path
 
-# %% ../nbs/szrank/91_demo.ipynb 7
+# %% ../nbs/szrank/91_demo.ipynb 10
 def replay(root: Path, include_runs: list[str], output=None) -> int:
     "Write the included runs of `root/demo_corpus.sztx` to `output` (stdout) as SZTXP001; returns the count."
     path = Path(root) / ARCHIVE_NAME
@@ -58,12 +58,12 @@ def replay(root: Path, include_runs: list[str], output=None) -> int:
     output.flush()
     return len(records)
 
-# %% ../nbs/szrank/91_demo.ipynb 8
+# %% ../nbs/szrank/91_demo.ipynb 12
 def exporter_command() -> list[str]:
     "The replay exporter's argv, as the demo hands it to the trainer (a list: nothing is split)."
     return [sys.executable, "-m", "szrank.demo", "replay"]
 
-# %% ../nbs/szrank/91_demo.ipynb 9
+# %% ../nbs/szrank/91_demo.ipynb 14
 def replay_main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m szrank.demo replay",
                                      description="write the demo corpus as an SZTXP001 stream to stdout")
@@ -77,7 +77,7 @@ def replay_main(argv=None) -> int:
         return 2
     return 0
 
-# %% ../nbs/szrank/91_demo.ipynb 12
+# %% ../nbs/szrank/91_demo.ipynb 17
 # Sized for two CPU cores: small batches for enough optimizer steps on a small
 # corpus, a higher peak rate than the original trainer's 3e-4 for the same reason, three
 # reporting epochs, and one torch thread (several times faster than two when the
@@ -85,7 +85,7 @@ def replay_main(argv=None) -> int:
 DEMO_TRAINING = dict(batch_size=128, shuffle_records=4096, learning_rate=2e-3, report_epochs=3, threads=1,
                      seed=DEMO_SEED)
 
-# %% ../nbs/szrank/91_demo.ipynb 13
+# %% ../nbs/szrank/91_demo.ipynb 19
 def demo_train_config(out: Path, device: str = "auto") -> TrainConfig:
     "The training run of the synthetic stage."
     out = Path(out).resolve()
@@ -93,7 +93,7 @@ def demo_train_config(out: Path, device: str = "auto") -> TrainConfig:
                        snapshot_directory=str(out / "snapshots"), output_directory=str(out / "model"),
                        device=device, **DEMO_TRAINING)
 
-# %% ../nbs/szrank/91_demo.ipynb 14
+# %% ../nbs/szrank/91_demo.ipynb 21
 def train_stage(config: TrainConfig) -> int:
     "Train one stage; its status: 0 published, 4 refused, or a failure's status (its one line on stderr)."
     from szrank.train.loop import train
@@ -104,7 +104,7 @@ def train_stage(config: TrainConfig) -> int:
         print(f"Transformer training failed: {message}", file=sys.stderr, flush=True)
         return error.status
 
-# %% ../nbs/szrank/91_demo.ipynb 15
+# %% ../nbs/szrank/91_demo.ipynb 23
 def format_metrics(name: str, metrics: dict) -> str:
     "One line of a split's headline metrics beside their baselines."
     return (f"  {name:10s} records={metrics['records']:,}  AP={metrics['average_precision']:.3f} "
@@ -113,13 +113,13 @@ def format_metrics(name: str, metrics: dict) -> str:
             f"top-k gain={metrics['top_k_gain']:+.3f}  policy CE={metrics['policy_cross_entropy']:.3f} "
             f"(uniform {metrics['policy_uniform_cross_entropy']:.3f})")
 
-# %% ../nbs/szrank/91_demo.ipynb 16
+# %% ../nbs/szrank/91_demo.ipynb 25
 def _newest_rejected(model_directory: Path) -> Path | None:
     "The trainer's latest rejected report in `model_directory` (each refusal writes a new one)."
     rejected = sorted(Path(model_directory).glob("rejected_report_*.json"), key=lambda p: p.stat().st_mtime_ns)
     return rejected[-1] if rejected else None
 
-# %% ../nbs/szrank/91_demo.ipynb 17
+# %% ../nbs/szrank/91_demo.ipynb 27
 def report_training(status: int, model_directory: Path, stage: str) -> None:
     "Print what `szrank train` did: the metrics and the model when published, the gate's reasons when not."
     model_directory = Path(model_directory).resolve()
@@ -142,7 +142,7 @@ def report_training(status: int, model_directory: Path, stage: str) -> None:
                 print(f"  gate: {reason}")
         sys.stdout.flush()
 
-# %% ../nbs/szrank/91_demo.ipynb 18
+# %% ../nbs/szrank/91_demo.ipynb 29
 def run_synthetic_stage(out: Path, labels_shuffled: bool = False, device: str = "auto") -> int:
     "The synthetic stage: corpus, replay exporter, train, gate, publish into `out/model`; train's exit code."
     out = Path(out)
@@ -154,7 +154,7 @@ def run_synthetic_stage(out: Path, labels_shuffled: bool = False, device: str = 
     report_training(status, out / "model", "synthetic")
     return status
 
-# %% ../nbs/szrank/91_demo.ipynb 20
+# %% ../nbs/szrank/91_demo.ipynb 31
 DEMO_STAGES = ("synthetic", "search")
 SEARCH_SEED = 7                    # the search runs (and so the corpus) are deterministic for this seed
 SEARCH_RUNS = 6                    # the four split runs plus two more, all compared uniform vs guided
@@ -171,7 +171,7 @@ SPLIT_NAMES = ("train", "validation", "test", "stress")
 SEARCH_TRAINING = dict(batch_size=64, shuffle_records=4096, learning_rate=2e-3, report_epochs=4, threads=1,
                        seed=DEMO_SEED)
 
-# %% ../nbs/szrank/91_demo.ipynb 21
+# %% ../nbs/szrank/91_demo.ipynb 33
 def search_exporter_command() -> list[str]:
     "The real exporter, `szrank export`, as `szrank train --exporter` gets it (the console script of this Python)."
     import shutil
@@ -182,7 +182,7 @@ def search_exporter_command() -> list[str]:
                                 "install the package (pip install -e .) to run the search stage")
     return [script, "export"]
 
-# %% ../nbs/szrank/91_demo.ipynb 22
+# %% ../nbs/szrank/91_demo.ipynb 35
 def search_train_config(out: Path, steps: int = SEARCH_STEPS, device: str = "auto") -> TrainConfig:
     "The training run of the search stage (`out` is the demo's DIR)."
     search = Path(out).resolve() / "search"
@@ -191,7 +191,7 @@ def search_train_config(out: Path, steps: int = SEARCH_STEPS, device: str = "aut
                        snapshot_directory=str(search / "snapshots"), output_directory=str(search / "model"),
                        minimum_gate_records=min(GATE_MINIMUM_RECORDS, steps), device=device, **SEARCH_TRAINING)
 
-# %% ../nbs/szrank/91_demo.ipynb 23
+# %% ../nbs/szrank/91_demo.ipynb 37
 def _fresh_search(archive: Path, runs: int, steps: int, model: Path | None = None) -> list:
     "Seeded searches into an emptied `archive` (the demo's own folder: a re-run writes the same runs again)."
     import shutil
@@ -200,7 +200,7 @@ def _fresh_search(archive: Path, runs: int, steps: int, model: Path | None = Non
     return run_searches(archive, runs, steps, SEARCH_SEED, str(model) if model else None, None,
                         SEARCH_REPLICAS, SEARCH_ITERATIONS, SEARCH_WORKERS)
 
-# %% ../nbs/szrank/91_demo.ipynb 24
+# %% ../nbs/szrank/91_demo.ipynb 38
 def _to_target(uniform: list, guided: list, archives: tuple[Path, Path], target: float) -> list[str]:
     "Lines: the evaluations each policy's runs needed to reach `target` (lower median; never = inf) and the saving."
     from szrank.search.runs import best_curve, evaluations_to_reach
@@ -214,7 +214,7 @@ def _to_target(uniform: list, guided: list, archives: tuple[Path, Path], target:
             f"  {'runs reaching it':34s}{sum(map(math.isfinite, reach[0])):>10}{sum(map(math.isfinite, reach[1])):>10}",
             f"  guided needs {saving:+.0%} fewer evaluations to the target than uniform"]
 
-# %% ../nbs/szrank/91_demo.ipynb 25
+# %% ../nbs/szrank/91_demo.ipynb 40
 def compare_policies(uniform: list, guided: list, archives: tuple[Path, Path] | None = None) -> str:
     """The uniform and guided runs side by side: evaluations to the target (the uniform runs' median best,
     from the runs' events in `archives`, uniform then guided), median and mean best C+I, and run by run."""
@@ -231,7 +231,7 @@ def compare_policies(uniform: list, guided: list, archives: tuple[Path, Path] | 
              + ", ".join(f"{a.topology}: {a.best_total}/{b.best_total}" for a, b in zip(uniform, guided))]
     return "\n".join(lines)
 
-# %% ../nbs/szrank/91_demo.ipynb 26
+# %% ../nbs/szrank/91_demo.ipynb 43
 def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STEPS, device: str = "auto") -> int:
     """Uniform search -> `szrank export` -> train -> gate -> publish into `out/search/model` -> guided search.
 
@@ -265,7 +265,7 @@ def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STE
     print(compare_policies(uniform, guided, (archive, search / "guided")), flush=True)
     return status
 
-# %% ../nbs/szrank/91_demo.ipynb 27
+# %% ../nbs/szrank/91_demo.ipynb 45
 def run_demo(out: Path = DEFAULT_OUT, labels_shuffled: bool = False, device: str = "auto",
              stages=DEMO_STAGES, search_runs: int = SEARCH_RUNS, search_steps: int = SEARCH_STEPS) -> int:
     """The demo's stages in order; returns the synthetic stage's exit code when it runs (0 published, 4 gate
@@ -288,7 +288,7 @@ def run_demo(out: Path = DEFAULT_OUT, labels_shuffled: bool = False, device: str
         return results["search"]
     return results.get("synthetic", results.get("search"))
 
-# %% ../nbs/szrank/91_demo.ipynb 28
+# %% ../nbs/szrank/91_demo.ipynb 47
 def _stages(text: str) -> tuple[str, ...]:
     stages = tuple(part.strip() for part in text.split(",") if part.strip())
     unknown = [stage for stage in stages if stage not in DEMO_STAGES]
@@ -296,7 +296,7 @@ def _stages(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(f"{text!r}: give a comma-separated list of {', '.join(DEMO_STAGES)}")
     return stages
 
-# %% ../nbs/szrank/91_demo.ipynb 29
+# %% ../nbs/szrank/91_demo.ipynb 49
 def demo_command(parser):
     "`szrank demo [--out DIR] [--stages synthetic,search] [--shuffle-labels] [--device D] ...`."
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
@@ -314,7 +314,7 @@ def demo_command(parser):
         return run_demo(args.out, args.shuffle_labels, args.device, args.stages, args.search_runs, args.search_steps)
     return run
 
-# %% ../nbs/szrank/91_demo.ipynb 31
+# %% ../nbs/szrank/91_demo.ipynb 52
 #| eval: false
 if __name__ == "__main__":
     if sys.argv[1:2] == ["replay"]:
