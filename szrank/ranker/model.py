@@ -19,7 +19,7 @@ from szrank.ranker.modelfile import ModelFile, load_model, member_tensors
 __all__ = ['PreNormEncoderBlock', 'RankerMember', 'initialize_member', 'autocast_context', 'ensemble_outputs',
            'members_from_model']
 
-# %% ../../nbs/szrank/ranker/31_model.ipynb 4
+# %% ../../nbs/szrank/ranker/31_model.ipynb 5
 class PreNormEncoderBlock(nn.Module):
     "`x + MHA(LN(x))`, then `x + W2 silu(W1 LN(x))`; no dropout."
     def __init__(self) -> None:
@@ -37,7 +37,7 @@ class PreNormEncoderBlock(nn.Module):
         normalized = self.norm2(value)
         return value + self.linear2(F.silu(self.linear1(normalized)))
 
-# %% ../../nbs/szrank/ranker/31_model.ipynb 7
+# %% ../../nbs/szrank/ranker/31_model.ipynb 8
 class RankerMember(nn.Module):
     "One ensemble member: CLS + 12 face tokens, topology embedding, 3 blocks, four heads."
     def __init__(self) -> None:
@@ -87,7 +87,7 @@ class RankerMember(nn.Module):
         return (self.value_head(cls), self.plane_head(face_tokens).squeeze(-1),
                 self.move_head(cls), self.scale_head(cls))
 
-# %% ../../nbs/szrank/ranker/31_model.ipynb 9
+# %% ../../nbs/szrank/ranker/31_model.ipynb 10
 def initialize_member(seed: int, device) -> RankerMember:
     "A freshly initialised member, deterministic for `seed` (CPU and CUDA generators both seeded)."
     torch.manual_seed(seed)
@@ -95,14 +95,14 @@ def initialize_member(seed: int, device) -> RankerMember:
         torch.cuda.manual_seed_all(seed)
     return RankerMember().to(device)
 
-# %% ../../nbs/szrank/ranker/31_model.ipynb 12
+# %% ../../nbs/szrank/ranker/31_model.ipynb 13
 def autocast_context(device, amp_enabled: bool):
     "bf16 autocast on CUDA when enabled; a no-op context everywhere else."
     device_type = getattr(device, "type", str(device).split(":")[0])
     return torch.autocast(device_type="cuda" if device_type == "cuda" else "cpu", dtype=torch.bfloat16,
                           enabled=bool(amp_enabled) and device_type == "cuda")
 
-# %% ../../nbs/szrank/ranker/31_model.ipynb 13
+# %% ../../nbs/szrank/ranker/31_model.ipynb 15
 @torch.no_grad()
 def ensemble_outputs(members, face, global_features, topology, amp_enabled: bool = False) -> dict:
     "Ensemble-mean improvement probability, gain and plane/move/scale probabilities (float32)."
@@ -119,7 +119,7 @@ def ensemble_outputs(members, face, global_features, topology, amp_enabled: bool
     return {"improvement_probability": mean(probabilities), "gain": mean(gains),
             "plane_probability": mean(planes), "move_probability": mean(moves), "scale_probability": mean(scales)}
 
-# %% ../../nbs/szrank/ranker/31_model.ipynb 16
+# %% ../../nbs/szrank/ranker/31_model.ipynb 18
 def members_from_model(model, device="cpu") -> list:
     "Build torch `RankerMember`s (eval mode) holding an SZTRNK01 model's weights (a `ModelFile`, path or bytes)."
     if not isinstance(model, ModelFile):

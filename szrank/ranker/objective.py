@@ -18,46 +18,46 @@ __all__ = ['GAIN_LOSS_WEIGHT', 'IPS_FLOOR', 'PROPENSITY_FLOOR', 'WEIGHT_FLOOR', 
            'scored_policy_records', 'policy_records', 'clip_gain', 'weighted_mean', 'LossParts', 'policy_loss',
            'member_loss']
 
-# %% ../../nbs/szrank/ranker/32_objective.ipynb 3
+# %% ../../nbs/szrank/ranker/32_objective.ipynb 4
 GAIN_LOSS_WEIGHT = 0.25  # the original trainer's weight of SmoothL1(signed gain) beside the BCE
 IPS_FLOOR = 0.25         # the original trainer's lower clip of the normalised inverse propensity
 PROPENSITY_FLOOR = 1e-6  # guards 1 / p; a logged propensity is in (0, 1]
 WEIGHT_FLOOR = 1e-6      # guards a weighted mean whose weights sum to zero
 
-# %% ../../nbs/szrank/ranker/32_objective.ipynb 5
+# %% ../../nbs/szrank/ranker/32_objective.ipynb 7
 def useful_records(batch) -> torch.Tensor:
     "The original trainer's useful-record rule: the proposal improved the anchor, or was better than it."
     return (batch.improved > 0.5) | batch.better
 
-# %% ../../nbs/szrank/ranker/32_objective.ipynb 6
+# %% ../../nbs/szrank/ranker/32_objective.ipynb 9
 def valid_action_mask(batch) -> torch.Tensor:
     "Records whose three logged actions are in range (-1 means no action)."
     return ((batch.plane_action >= 0) & (batch.plane_action < FACE_COUNT)
             & (batch.move_action >= 0) & (batch.move_action < MOVE_COUNT)
             & (batch.scale_action >= 0) & (batch.scale_action < SCALE_COUNT))
 
-# %% ../../nbs/szrank/ranker/32_objective.ipynb 7
+# %% ../../nbs/szrank/ranker/32_objective.ipynb 11
 def scored_policy_records(batch) -> torch.Tensor:
     "Records the evaluation scores the policy heads on: useful, actions in range."
     return useful_records(batch) & valid_action_mask(batch)
 
-# %% ../../nbs/szrank/ranker/32_objective.ipynb 8
+# %% ../../nbs/szrank/ranker/32_objective.ipynb 13
 def policy_records(batch) -> torch.Tensor:
     "Records the loss trains the policy heads on: scored, and all three propensities positive."
     return (scored_policy_records(batch) & (batch.plane_propensity > 0.0) & (batch.move_propensity > 0.0)
             & (batch.scale_propensity > 0.0))
 
-# %% ../../nbs/szrank/ranker/32_objective.ipynb 11
+# %% ../../nbs/szrank/ranker/32_objective.ipynb 16
 def clip_gain(signed_gain: torch.Tensor, gain_clip: float) -> torch.Tensor:
     "The signed-gain target: clamped to `±gain_clip`, or unchanged when `gain_clip` is 0."
     return signed_gain.clamp(-gain_clip, gain_clip) if gain_clip > 0.0 else signed_gain
 
-# %% ../../nbs/szrank/ranker/32_objective.ipynb 14
+# %% ../../nbs/szrank/ranker/32_objective.ipynb 19
 def weighted_mean(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     "`sum(v w) / sum(w)`, safe when the weights sum to zero."
     return (values * weights).sum() / weights.sum().clamp_min(WEIGHT_FLOOR)
 
-# %% ../../nbs/szrank/ranker/32_objective.ipynb 15
+# %% ../../nbs/szrank/ranker/32_objective.ipynb 21
 @dataclasses.dataclass
 class LossParts:
     "One member's loss on one batch and its parts; `useful` counts the records in the policy term."
@@ -67,12 +67,12 @@ class LossParts:
     policy: torch.Tensor
     useful: int
 
-# %% ../../nbs/szrank/ranker/32_objective.ipynb 18
+# %% ../../nbs/szrank/ranker/32_objective.ipynb 24
 def _ips(propensity: torch.Tensor, choices: int, ips_clip: float) -> torch.Tensor:
     "Normalised inverse propensity `1 / (K p)`, clipped to `[0.25, ips_clip]`."
     return (1.0 / (choices * propensity.clamp_min(PROPENSITY_FLOOR))).clamp(IPS_FLOOR, ips_clip)
 
-# %% ../../nbs/szrank/ranker/32_objective.ipynb 19
+# %% ../../nbs/szrank/ranker/32_objective.ipynb 26
 def policy_loss(anchor_logits: tuple, batch, mask: torch.Tensor, weights: torch.Tensor,
                 ips_clip: float) -> torch.Tensor:
     "Mean over plane, move and scale of the IPS-weighted CE of the logged actions on `mask`."
@@ -84,7 +84,7 @@ def policy_loss(anchor_logits: tuple, batch, mask: torch.Tensor, weights: torch.
              for logits, action, propensity, choices in heads]
     return sum(terms) / 3.0
 
-# %% ../../nbs/szrank/ranker/32_objective.ipynb 20
+# %% ../../nbs/szrank/ranker/32_objective.ipynb 28
 def member_loss(member: RankerMember, batch, bootstrap_weight: torch.Tensor, gain_clip: float,
                 ips_clip: float, amp_enabled: bool) -> LossParts:
     "The original trainer's loss: BCE + 0.25 SmoothL1(gain) + mean clipped normalised-IPS policy CE on useful records."
