@@ -13,7 +13,7 @@ __all__ = ['MODEL_WIDTH', 'ATTENTION_HEADS', 'LAYER_COUNT', 'FEED_FORWARD_WIDTH'
            'MEMBER_TENSOR_ORDER', 'ACTIVATION', 'TOKENS', 'NORMALIZATION', 'DROPOUT', 'BOOTSTRAP',
            'member_tensor_order', 'expected_payload_float_count', 'architecture_report']
 
-# %% ../../nbs/szrank/ranker/30_architecture.ipynb 3
+# %% ../../nbs/szrank/ranker/30_architecture.ipynb 4
 MODEL_WIDTH = 64           # token width: 13 tokens x 64 keeps inference cheap inside the search loop
 ATTENTION_HEADS = 4        # 16 dimensions per head
 LAYER_COUNT = 3            # three pre-norm blocks: deeper did not help on the first corpus
@@ -21,7 +21,7 @@ FEED_FORWARD_WIDTH = 256   # the usual 4 x width
 ENSEMBLE_SIZE = 3          # three bootstrap members: a spread for uncertainty, small enough for search
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default; the native ranker uses the same
 
-# %% ../../nbs/szrank/ranker/30_architecture.ipynb 6
+# %% ../../nbs/szrank/ranker/30_architecture.ipynb 7
 def _layer_tensors(layer: int) -> list[tuple[str, tuple[int, ...]]]:
     "The 12 tensors of encoder block `layer`, in file order."
     d, f, p = MODEL_WIDTH, FEED_FORWARD_WIDTH, f"layers.{layer}."
@@ -32,7 +32,7 @@ def _layer_tensors(layer: int) -> list[tuple[str, tuple[int, ...]]]:
             (p + "linear1.weight", (f, d)), (p + "linear1.bias", (f,)),
             (p + "linear2.weight", (d, f)), (p + "linear2.bias", (d,))]
 
-# %% ../../nbs/szrank/ranker/30_architecture.ipynb 8
+# %% ../../nbs/szrank/ranker/30_architecture.ipynb 9
 def member_tensor_order() -> list[tuple[str, tuple[int, ...]]]:
     "The original trainer's `member_tensors` order: `(attribute path, shape)` of every payload tensor of one member."
     d = MODEL_WIDTH
@@ -50,7 +50,7 @@ def member_tensor_order() -> list[tuple[str, tuple[int, ...]]]:
 
 MEMBER_TENSOR_ORDER = tuple(member_tensor_order())
 
-# %% ../../nbs/szrank/ranker/30_architecture.ipynb 11
+# %% ../../nbs/szrank/ranker/30_architecture.ipynb 12
 def expected_payload_float_count() -> int:
     "The original trainer's count of payload floats for the whole ensemble."
     per_member = 0
@@ -73,14 +73,14 @@ def expected_payload_float_count() -> int:
     per_member += SCALE_COUNT * MODEL_WIDTH + SCALE_COUNT
     return ENSEMBLE_SIZE * per_member
 
-# %% ../../nbs/szrank/ranker/30_architecture.ipynb 14
+# %% ../../nbs/szrank/ranker/30_architecture.ipynb 15
 ACTIVATION = "SiLU"                # the feed-forward nonlinearity of every block
 TOKENS = f"CLS+{FACE_COUNT} faces"  # one global token, one token per face
 NORMALIZATION = "pre-LayerNorm plus final LayerNorm"
 DROPOUT = 0.0                      # none: the ensemble's bootstrap is the regulariser
 BOOTSTRAP = "independent capped Poisson(1)"
 
-# %% ../../nbs/szrank/ranker/30_architecture.ipynb 15
+
 def architecture_report() -> dict:
     "The report's `architecture` entry, from the constants of this module."
     return {"ensemble": ENSEMBLE_SIZE, "tokens": TOKENS, "face_features": FACE_FEATURES,

@@ -19,6 +19,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from szrank.ranker.architecture import (ATTENTION_HEADS, ENSEMBLE_SIZE, FACE_COUNT, FACE_FEATURES, FEED_FORWARD_WIDTH,
+                                 GLOBAL_FEATURES, LAYER_COUNT, MEMBER_TENSOR_ORDER, MODEL_WIDTH, MOVE_COUNT,
+                                 SCALE_COUNT, TOPOLOGY_COUNT, expected_payload_float_count)
 from szrank.plumbing.files import atomic_write
 from szrank.plumbing.errors import INTERRUPTED, SzrankError
 
@@ -29,11 +32,7 @@ __all__ = ['MODEL_MAGIC', 'MODEL_FORMAT_VERSION', 'FEATURE_FORMAT_VERSION', 'OBJ
            'ModelHeader', 'ModelFile', 'load_model', 'report_bytes', 'PublishInterrupted', 'publish_model',
            'current_report', 'reconcile_report']
 
-# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 4
-from szrank.ranker.architecture import (ATTENTION_HEADS, ENSEMBLE_SIZE, FACE_COUNT, FACE_FEATURES, FEED_FORWARD_WIDTH,
-                                 GLOBAL_FEATURES, LAYER_COUNT, MEMBER_TENSOR_ORDER, MODEL_WIDTH, MOVE_COUNT,
-                                 SCALE_COUNT, TOPOLOGY_COUNT, expected_payload_float_count)
-
+# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 5
 # SZTRNK01 model format v1, byte-exact with TransformerRanker.h.
 MODEL_MAGIC = b"SZTRNK01"
 MODEL_FORMAT_VERSION = 1   # bump on any change of header or payload layout
@@ -41,7 +40,7 @@ FEATURE_FORMAT_VERSION = 1  # the SZTXP001 v1 feature layout the model reads
 OBJECTIVE_VERSION = 5      # the original trainer's loss: BCE + 0.25 SmoothL1 + clipped normalised-IPS policy CE
 MODEL_HEADER_BYTES = 160   # fixed; the native loader reads exactly this much before the payload
 
-# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 6
+# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 8
 MODEL_HEADER = struct.Struct("<8s4I11I3IQ32s8f2I")  # the table above, field by field
 FLAG_GATE_OVERRIDDEN = 1  # bit 0: published with --force-deploy despite a failed gate
 HEADER_CRC_OFFSET = 156   # the table's last (reserved) u32: CRC32 of every header byte before it
@@ -65,7 +64,7 @@ def header_crc32(header: bytes) -> int:
     "The header checksum: zlib CRC32 of the header's bytes before `HEADER_CRC_OFFSET`."
     return zlib.crc32(bytes(header[:HEADER_CRC_OFFSET])) & 0xFFFFFFFF
 
-# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 9
+# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 11
 def member_tensors(member) -> Iterable:
     "The tensors of one `RankerMember` in payload order (the original trainer's order)."
     for name, _shape in MEMBER_TENSOR_ORDER:
@@ -76,12 +75,12 @@ def member_tensors(member) -> Iterable:
             raise ValueError(f"ranker member has no tensor {name} (attention biases are required)")
         yield value
 
-# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 10
+# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 13
 def tensor_bytes(tensor) -> bytes:
     "One tensor as contiguous row-major little-endian float32 bytes."
     return np.ascontiguousarray(tensor.detach().cpu().float().numpy()).astype("<f4").tobytes()
 
-# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 13
+# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 16
 def serialize_model(members: Sequence, training_seed: int, corpus_digest: bytes,
                     validation: dict, gate_overridden: bool = False) -> bytes:
     "The SZTRNK01 bytes of an ensemble: 160-byte header (checksummed), then the float32 payload; all finite."
@@ -117,11 +116,11 @@ def serialize_model(members: Sequence, training_seed: int, corpus_digest: bytes,
     struct.pack_into("<I", header, HEADER_CRC_OFFSET, header_crc32(header))
     return bytes(header) + payload
 
-# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 15
+# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 19
 class ModelFileError(SzrankError, ValueError):
     "An SZTRNK01 file this code refuses to load."
 
-# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 16
+# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 21
 @dataclasses.dataclass(frozen=True)
 class ModelHeader:
     "The decoded 160-byte SZTRNK01 header."
@@ -160,7 +159,7 @@ class ModelHeader:
         metrics = dict(zip(HEADER_METRICS, values[21:29]))
         return cls(*values[:21], metrics, values[29], values[30])
 
-# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 17
+# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 23
 @dataclasses.dataclass(frozen=True)
 class ModelFile:
     "A loaded SZTRNK01 file: its header and, per member, tensor name -> float32 array."
@@ -168,7 +167,7 @@ class ModelFile:
     members: tuple
     digest_sha256: str
 
-# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 18
+# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 25
 def _header_shape_faults(header: ModelHeader, size: int) -> str | None:
     "What the header alone, and the file's `size` in bytes, say is wrong (the first fault), or None."
     if header.magic != MODEL_MAGIC:
@@ -204,7 +203,7 @@ def _header_faults(header: ModelHeader, data: bytes) -> str | None:
             return f"header field validation {name} = {value} is not finite; the file is corrupt or was not trained"
     return None
 
-# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 20
+# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 27
 def _payload_members(payload: bytes) -> tuple[list, str | None]:
     "The members' tensors from the payload, and the first non-finite weight (member, tensor, element) if any."
     floats = np.frombuffer(payload, dtype="<f4").astype(np.float32)
@@ -223,7 +222,7 @@ def _payload_members(payload: bytes) -> tuple[list, str | None]:
         members.append(tensors)
     return members, fault
 
-# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 22
+# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 29
 def _read_model_file(path: Path) -> bytes:
     """The bytes of the model file at `path`, read only once its 160-byte header and its size fit: a wrong
     file (a 40 GB corpus passed as `--model`) is refused from its header without being read whole."""
@@ -256,12 +255,12 @@ def load_model(source) -> ModelFile:
         raise ModelFileError(f"{name}: {fault or weight_fault}")
     return ModelFile(header, tuple(members), hashlib.sha256(data).hexdigest())
 
-# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 28
+# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 35
 def report_bytes(report: dict) -> bytes:
     "A report as the sorted, indented UTF-8 JSON the publisher writes."
     return (json.dumps(report, ensure_ascii=False, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
-# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 29
+# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 37
 class PublishInterrupted(KeyboardInterrupt):
     "Ctrl-C (or SIGTERM) during `publish_model`; the message says what `current.sztf` now holds."
     status = INTERRUPTED
@@ -275,7 +274,7 @@ def _file_digest(path: Path) -> str | None:
     except FileNotFoundError:
         return None
 
-# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 31
+# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 39
 def publish_model(output_directory: Path, model_bytes: bytes, report: dict,
                   curves: dict | None = None) -> tuple[str, Path]:
     """Publish an immutable generation and make it current; returns `(sha256 hex, generation path)`.
@@ -322,7 +321,7 @@ def _publish_steps(output_directory: Path, model_bytes: bytes, report: dict, cur
     if curves is not None:
         atomic_write(output_directory / "curves.json", report_bytes(curves))
 
-# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 33
+# %% ../../nbs/szrank/ranker/34_modelfile.ipynb 41
 def current_report(output_directory: Path) -> dict:
     "The report of the model in `current.sztf` (never the previous model's, whatever a kill left in `report.json`)."
     output_directory = Path(output_directory)
