@@ -21,7 +21,7 @@ __all__ = ['FACE_OPACITY', 'FACE_COLOURS', 'EDGE_COLOURS', 'EDGE_WIDTHS', 'BOX_M
            'VIEW_CONFIG', 'marked_edges', 'polygon_triangles', 'configuration_figure', 'view_html', 'new_bests',
            'ViewPanel', 'NewBestBrowser']
 
-# %% ../../nbs/szrank/widgets/62_view.ipynb 3
+# %% ../../nbs/szrank/widgets/62_view.ipynb 4
 FACE_OPACITY = 0.4                 # the faces are see-through: the marked edges behind them stay visible
 #: One colour per face (ColorBrewer's Set3, the 12 pale colours plotly calls `qualitative.Set3`): pale, so the
 #: red and blue marked edges stand out in front of and behind every face.
@@ -37,7 +37,7 @@ VIEW_HEIGHT = 640                  # px; the width follows the notebook's (or th
 #: plotly's options of the view: no logo, the width follows the column, the scroll wheel zooms.
 VIEW_CONFIG = {"displaylogo": False, "responsive": True, "scrollZoom": True}
 
-# %% ../../nbs/szrank/widgets/62_view.ipynb 5
+# %% ../../nbs/szrank/widgets/62_view.ipynb 7
 def marked_edges(normals, offsets, topology: int) -> tuple[np.ndarray, np.ndarray, int, int]:
     "Global edge ids (sorted) that cross and that intersect a face, with C and I, of one configuration."
     L = layout(topology)
@@ -48,12 +48,12 @@ def marked_edges(normals, offsets, topology: int) -> tuple[np.ndarray, np.ndarra
     intersecting = np.unique(L.pierce_pairs[np.flatnonzero(defects.pierce[0]), 0])
     return crossing, intersecting, int(defects.crossings[0]), int(defects.intersections[0])
 
-# %% ../../nbs/szrank/widgets/62_view.ipynb 7
+# %% ../../nbs/szrank/widgets/62_view.ipynb 9
 def _segments(vertices, L, edges) -> np.ndarray:
     "(E, 2, 3) end points of global edges."
     return vertices[L.edge_ends[np.asarray(edges, dtype=np.int64)]].reshape(-1, 2, 3)
 
-# %% ../../nbs/szrank/widgets/62_view.ipynb 9
+# %% ../../nbs/szrank/widgets/62_view.ipynb 12
 def _cross(a, b) -> np.ndarray:
     "z component of the cross product of 2-D vectors."
     return a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
@@ -91,7 +91,7 @@ def _holds_a_corner(P, remaining, j) -> bool:
     sides = np.stack([_cross(b - a, others - a), _cross(c - b, others - b), _cross(a - c, others - c)])
     return bool(((sides >= 0).all(axis=0) | (sides <= 0).all(axis=0)).any())
 
-# %% ../../nbs/szrank/widgets/62_view.ipynb 11
+# %% ../../nbs/szrank/widgets/62_view.ipynb 14
 def _lines(segments) -> dict:
     """x, y, z of (E, 2, 3) segments as one polyline broken by NaN (plotly draws no line through a NaN); no segment
     gives one NaN point, so that the trace (and its legend entry) still exists."""
@@ -130,13 +130,13 @@ def configuration_figure(normals, offsets, topology: int, title: str | None = No
         margin=dict(l=0, r=0, t=40, b=0))
     return figure
 
-# %% ../../nbs/szrank/widgets/62_view.ipynb 14
+# %% ../../nbs/szrank/widgets/62_view.ipynb 17
 def view_html(figure) -> str:
     "HTML of a plotly figure with plotly.js inline (no CDN: it renders offline), a `<div>` to embed in a page."
     return figure.to_html(include_plotlyjs=True, full_html=False, config=VIEW_CONFIG, default_width="100%",
                           default_height=f"{figure.layout.height or VIEW_HEIGHT}px")
 
-# %% ../../nbs/szrank/widgets/62_view.ipynb 19
+# %% ../../nbs/szrank/widgets/62_view.ipynb 22
 def new_bests(archive: Path, run: str) -> dict:
     """A run's improving events: `sequence`, `evaluations` (used when reached), `total` (C+I), `normals`,
     `offsets` (arrays over the events, in order) and the run's `topology`."""
@@ -156,7 +156,7 @@ def new_bests(archive: Path, run: str) -> dict:
                 total=chosen["result_defects"].astype(np.int64).sum(axis=1),
                 normals=chosen["result_normals"].astype(np.float64), offsets=chosen["result_offsets"].astype(np.float64))
 
-# %% ../../nbs/szrank/widgets/62_view.ipynb 21
+# %% ../../nbs/szrank/widgets/62_view.ipynb 25
 class ViewPanel(PlotPanel):
     "A `PlotPanel` whose picture is a turnable 3-D view: `draw() -> (plotly Figure, caption)`."
 
@@ -181,7 +181,7 @@ class ViewPanel(PlotPanel):
                              f'<div class="plot-static-caption">{text} ({STATIC_NOTE})</div></div>',
                 "text/plain": f"[3-D view: {caption}]"}
 
-# %% ../../nbs/szrank/widgets/62_view.ipynb 23
+# %% ../../nbs/szrank/widgets/62_view.ipynb 27
 class NewBestBrowser:
     """A slider over a run's new bests showing each one's turnable 3-D view, C+I and evaluations used;
     `widget` displays as the live widget and the first view as a plain output."""
