@@ -46,11 +46,11 @@ __all__ = ['WARMUP_FRACTION', 'FINAL_LR_FRACTION', 'MEMBER_SEED_STRIDE', 'DEPLOY
            'training_report', 'base_report', 'report_curves', 'reject', 'fresh_members', 'deployment_splits',
            'TrainResult', 'run_training', 'train']
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 4
+# %% ../../nbs/szrank/train/52_loop.ipynb 5
 WARMUP_FRACTION = 0.05  # short warmup: AdamW's second moments settle within a few hundred steps
 FINAL_LR_FRACTION = 0.05  # the cosine ends at 5% of the peak rate, not zero
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 5
+
 def learning_rate_factor(step: int, total_steps: int) -> float:
     "Multiplier of the peak learning rate at optimizer step `step` of `total_steps`."
     warmup = max(1, int(total_steps * WARMUP_FRACTION))
@@ -66,11 +66,11 @@ BOOTSTRAP_CAP = 4                  # Poisson(1) counts above 4 are vanishingly r
 SELECTION_BRIER_WEIGHT = 0.10      # best epoch: AP - 0.10 Brier + 0.01 top-k gain
 SELECTION_GAIN_WEIGHT = 0.01
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 9
+# %% ../../nbs/szrank/train/52_loop.ipynb 10
 def eprint(*values: object) -> None:
     print(*values, file=sys.stderr, flush=True)
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 10
+# %% ../../nbs/szrank/train/52_loop.ipynb 12
 def bootstrap_weights(rngs: list, size: int, device) -> list:
     "One capped Poisson(1) count per record for each member (never all zero)."
     weights = []
@@ -81,7 +81,7 @@ def bootstrap_weights(rngs: list, size: int, device) -> list:
         weights.append(torch.from_numpy(bootstrap).to(device, non_blocking=False))
     return weights
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 12
+# %% ../../nbs/szrank/train/52_loop.ipynb 14
 @dataclasses.dataclass
 class TrainEpochStats:
     "Running sums of one epoch (losses are summed over members and batches)."
@@ -110,7 +110,7 @@ class TrainEpochStats:
                 "loss": self.loss / denominator, "bce": self.bce / denominator,
                 "gain_smooth_l1": self.gain / denominator, "policy_ce": self.policy / denominator}
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 15
+# %% ../../nbs/szrank/train/52_loop.ipynb 17
 @dataclasses.dataclass
 class Optimisation:
     "The members' optimizers and schedules, the settings of one step, and the steps taken so far."
@@ -162,13 +162,13 @@ class Optimisation:
                                 f"{what} is {float(values[member])} (learning rate {rate:g}); lower --learning-rate "
                                 "or --gradient-clip. Nothing was published")
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 18
+# %% ../../nbs/szrank/train/52_loop.ipynb 20
 def selection_score(validation: dict) -> float:
     "The original trainer's best-epoch score: `AP - 0.10 Brier + 0.01 top-k gain`."
     return (float(validation["average_precision"]) - SELECTION_BRIER_WEIGHT * float(validation["brier_score"])
             + SELECTION_GAIN_WEIGHT * float(validation["top_k_gain"]))
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 19
+# %% ../../nbs/szrank/train/52_loop.ipynb 22
 def steps_per_epoch(snapshot: SnapshotInfo, splits: set, batch_size: int, max_records_per_split: int) -> int:
     "Optimizer steps in one epoch over `splits` (each capped at `max_records_per_split` when set)."
     counts = [snapshot.split_counts.get(split, 0) for split in splits]
@@ -176,7 +176,7 @@ def steps_per_epoch(snapshot: SnapshotInfo, splits: set, batch_size: int, max_re
         counts = [min(count, max_records_per_split) for count in counts]
     return max(1, math.ceil(sum(counts) / batch_size))
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 20
+# %% ../../nbs/szrank/train/52_loop.ipynb 24
 def _epoch_line(epoch: int, epochs: int, stats: TrainEpochStats, validation: dict | None, score: float) -> str:
     line = f"Epoch {epoch}/{epochs}: loss={stats.as_dict()['loss']:.6f}, records={stats.records:,}"
     if validation is None:
@@ -186,7 +186,7 @@ def _epoch_line(epoch: int, epochs: int, stats: TrainEpochStats, validation: dic
                    f"Brier={float(validation['brier_score']):.4f}, "
                    f"top-k gain={float(validation['top_k_gain']):.4f}, score={score:.4f}")
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 22
+# %% ../../nbs/szrank/train/52_loop.ipynb 26
 def train_epoch(snapshot: SnapshotInfo, splits: set, optimisation: Optimisation, rngs: list, seed: int,
                 config: TrainConfig, device, label: str, total: int) -> TrainEpochStats:
     "One pass over `splits` in shuffled batches; returns the epoch's sums. A bad record is named by its file position."
@@ -207,7 +207,7 @@ def train_epoch(snapshot: SnapshotInfo, splits: set, optimisation: Optimisation,
     bar.close()
     return stats
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 23
+# %% ../../nbs/szrank/train/52_loop.ipynb 28
 def train_ensemble(snapshot: SnapshotInfo, members: list, splits: set, epochs: int, config: TrainConfig,
                    seed: int, amp_enabled: bool, device, validation_callback: Callable | None = None
                    ) -> tuple[list, int]:
@@ -242,7 +242,7 @@ def train_ensemble(snapshot: SnapshotInfo, members: list, splits: set, epochs: i
             member.load_state_dict(state)
     return history, best_epoch
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 27
+# %% ../../nbs/szrank/train/52_loop.ipynb 32
 @contextlib.contextmanager
 def determinism(device, nondeterministic: bool):
     "The original trainer's deterministic settings for the block; yields whether torch runs deterministically. Restored after."
@@ -261,7 +261,7 @@ def determinism(device, nondeterministic: bool):
     finally:
         torch.use_deterministic_algorithms(before)
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 29
+# %% ../../nbs/szrank/train/52_loop.ipynb 34
 @dataclasses.dataclass
 class Setup:
     "What a run resolved from its config: device, autocast, directories and split runs."
@@ -274,7 +274,7 @@ class Setup:
     output_directory: Path
     split_runs: dict | None
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 30
+
 def resolve_setup(config: TrainConfig) -> Setup:
     "Pick the device (bf16 only on CUDA of compute capability 8+) and resolve every path."
     try:
@@ -291,7 +291,7 @@ def resolve_setup(config: TrainConfig) -> Setup:
     return Setup(device, device_name, amp_enabled, repository, under(config.archive_root),
                  under(config.snapshot_directory), under(config.output_directory), split_runs)
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 32
+# %% ../../nbs/szrank/train/52_loop.ipynb 36
 def prepare_output(config: TrainConfig, setup: Setup) -> DirectoryLock:
     """Before any work: take the output directory's lock (refused if busy or not writable), remove what a
     killed run left there (temporaries, its snapshot, partial snapshots) and make `report.json` describe
@@ -308,7 +308,7 @@ def prepare_output(config: TrainConfig, setup: Setup) -> DirectoryLock:
         raise
     return lock
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 34
+# %% ../../nbs/szrank/train/52_loop.ipynb 38
 def open_snapshot(config: TrainConfig, setup: Setup, lock: DirectoryLock | None = None) -> SnapshotInfo:
     "The run's snapshot: `--snapshot` inspected, or a fresh one from the exporter (recorded in `lock`); every split must have records."
     if config.snapshot:
@@ -333,12 +333,7 @@ def open_snapshot(config: TrainConfig, setup: Setup, lock: DirectoryLock | None 
         eprint(f"  {DEPLOYMENT_EXTRA} {snapshot.split_counts[DEPLOYMENT_EXTRA]:,} records")
     return snapshot
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 37
-REPORT_FORMAT = "szilassi-transformer-training-report-v1"
-LOSS_REPORT = {"value": "BCE(improved) + 0.25*SmoothL1(signed defect gain)",
-               "policy": "mean clipped normalized-IPS CE on useful outcomes"}
-
-# %% ../../nbs/szrank/train/52_loop.ipynb 38
+# %% ../../nbs/szrank/train/52_loop.ipynb 41
 def training_report(config: TrainConfig, setup: Setup, deterministic: bool) -> dict:
     "The report's `training` entry: the settings that shaped the weights."
     return {"seed": config.seed, "batch_size": config.batch_size, "shuffle_records": config.shuffle_records,
@@ -348,7 +343,12 @@ def training_report(config: TrainConfig, setup: Setup, deterministic: bool) -> d
             "cuda_device": setup.device_name if setup.device.type == "cuda" else None,
             "pytorch_version": torch.__version__, "deterministic": deterministic}
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 39
+# %% ../../nbs/szrank/train/52_loop.ipynb 43
+REPORT_FORMAT = "szilassi-transformer-training-report-v1"
+LOSS_REPORT = {"value": "BCE(improved) + 0.25*SmoothL1(signed defect gain)",
+               "policy": "mean clipped normalized-IPS CE on useful outcomes"}
+
+
 def base_report(config: TrainConfig, setup: Setup, snapshot: SnapshotInfo, gate: dict, history: list,
                 best_epoch: int, metrics: dict, deterministic: bool) -> dict:
     "The original trainer's `base_report`; `gate` holds `approved`, `gate_overridden` and `gate_reasons`."
@@ -364,14 +364,14 @@ def base_report(config: TrainConfig, setup: Setup, snapshot: SnapshotInfo, gate:
             "training": training_report(config, setup, deterministic),
             "created_unix_time_ns": time.time_ns()}
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 40
+# %% ../../nbs/szrank/train/52_loop.ipynb 45
 def report_curves(metrics: dict) -> dict:
     "The plot curves of the reporting metrics, for `curves.json`."
     return {"reporting_metrics": {split: {key: value for key, value in values.items()
                                           if key not in scalar_metrics(values)}
                                   for split, values in metrics.items()}}
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 43
+# %% ../../nbs/szrank/train/52_loop.ipynb 48
 def reject(report: dict, curves: dict, output_directory: Path, corpus_digest: bytes) -> Path | None:
     """Say why the gate refused, then write the rejected report (and its curves); returns the report's path.
 
@@ -391,18 +391,18 @@ def reject(report: dict, curves: dict, output_directory: Path, corpus_digest: by
     eprint(f"Rejected report: {rejected_path}")
     return rejected_path
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 44
+# %% ../../nbs/szrank/train/52_loop.ipynb 50
 def fresh_members(config: TrainConfig, device) -> list:
     "The ensemble's members, initialised from the run's seed (member `m` from `seed + m x stride`)."
     return [initialize_member(config.seed + member * MEMBER_SEED_STRIDE, device) for member in range(ENSEMBLE_SIZE)]
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 45
+# %% ../../nbs/szrank/train/52_loop.ipynb 52
 def deployment_splits(snapshot: SnapshotInfo) -> set:
     "Every reporting split, and the extra runs when the snapshot includes them."
     splits = set(snapshot.split_runs)
     return splits | {DEPLOYMENT_EXTRA} if snapshot.includes_additional_runs else splits
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 47
+# %% ../../nbs/szrank/train/52_loop.ipynb 54
 @dataclasses.dataclass
 class TrainResult:
     "What a run did: `status` 0 (published) or 4 (gate refused), and where its report is."
@@ -411,7 +411,7 @@ class TrainResult:
     model_path: Path | None = None
     digest: str | None = None
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 49
+# %% ../../nbs/szrank/train/52_loop.ipynb 57
 def run_training(config: TrainConfig, setup: Setup, snapshot: SnapshotInfo, deterministic: bool) -> TrainResult:
     "Report training, the gate, and either the rejected report (status 4) or deployment training and publishing."
     evaluate = lambda members, split: evaluate_ensemble(
@@ -453,7 +453,7 @@ def run_training(config: TrainConfig, setup: Setup, snapshot: SnapshotInfo, dete
         raise error from None
     return TrainResult(0, setup.output_directory / "report.json", setup.output_directory / "current.sztf", digest)
 
-# %% ../../nbs/szrank/train/52_loop.ipynb 51
+# %% ../../nbs/szrank/train/52_loop.ipynb 59
 def train(config: TrainConfig) -> TrainResult:
     "Lock the output, snapshot, train, gate and publish. Raises `SzrankError` on failure; status 4 when the gate refused."
     validate_config(config)
