@@ -23,7 +23,7 @@ __all__ = ['DESCRIPTION', 'DEFAULT_SEED', 'MAX_BATCH_SIZE', 'MAX_SHUFFLE_RECORDS
            'TrainConfig', 'add_arguments', 'parse_args', 'config_from_args', 'validate_config',
            'resolve_under_repository', 'explicit_exporter', 'searched_exporter', 'find_exporter']
 
-# %% ../../nbs/szrank/train/51_config.ipynb 3
+# %% ../../nbs/szrank/train/51_config.ipynb 4
 DESCRIPTION = "Train, gate and publish the Szilassi proposal transformer ensemble (CPU or CUDA)."
 DEFAULT_SEED = 0x5A17A551  # the original trainer's default training seed
 
@@ -32,7 +32,7 @@ def flag(default=None, help: str = "", type=None, choices=None, metavar=None):
     "A `TrainConfig` field with its flag's help text (and the argparse type when the default does not say it)."
     return dataclasses.field(default=default, metadata=dict(help=help, type=type, choices=choices, metavar=metavar))
 
-# %% ../../nbs/szrank/train/51_config.ipynb 5
+# %% ../../nbs/szrank/train/51_config.ipynb 6
 @dataclasses.dataclass
 class TrainConfig:
     "One training run's settings; the defaults are the original trainer's (paths relative to `repository`)."
@@ -76,7 +76,7 @@ class TrainConfig:
                                "1 avoids spin-waiting on a busy machine", int)
     progress: bool | None = None         # no flag: False is quiet; else a bar on a terminal, lines in a log (szrank.plumbing.progress)
 
-# %% ../../nbs/szrank/train/51_config.ipynb 8
+# %% ../../nbs/szrank/train/51_config.ipynb 9
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     "One option per flagged `TrainConfig` field (name, default, type, help), in field order; returns the parser."
     for field in dataclasses.fields(TrainConfig):
@@ -93,18 +93,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                                 help=meta["help"], **extra)
     return parser
 
-# %% ../../nbs/szrank/train/51_config.ipynb 10
+# %% ../../nbs/szrank/train/51_config.ipynb 11
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     "The original trainer's `parse_args`, plus `--device`, `--split-runs` and `--threads`."
     return add_arguments(argparse.ArgumentParser(prog="szrank train", description=DESCRIPTION)).parse_args(argv)
 
-# %% ../../nbs/szrank/train/51_config.ipynb 12
+# %% ../../nbs/szrank/train/51_config.ipynb 13
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     "The config of parsed `szrank train` arguments (unchecked); fields without a flag keep their defaults."
     return TrainConfig(**{field.name: getattr(args, field.name) for field in dataclasses.fields(TrainConfig)
                           if field.metadata and hasattr(args, field.name)})
 
-# %% ../../nbs/szrank/train/51_config.ipynb 15
+# %% ../../nbs/szrank/train/51_config.ipynb 16
 MAX_BATCH_SIZE = 65_536            # 64x the default: a batch's records and three members' activations; past it memory,
                                    # not learning, sets the limit (10^9 asked numpy for 3.3 TiB)
 MAX_SHUFFLE_RECORDS = 1_048_576    # the shuffle buffer holds this many 1824-byte records: 1.9 GB at most, never the corpus
@@ -135,7 +135,7 @@ def validate_config(config: TrainConfig) -> TrainConfig:
         raise OptionError(f"--device must be one of {', '.join(DEVICE_CHOICES)}, not {config.device!r}")
     return config
 
-# %% ../../nbs/szrank/train/51_config.ipynb 18
+# %% ../../nbs/szrank/train/51_config.ipynb 19
 def resolve_under_repository(repository: Path, value: str) -> Path:
     "`value` with `~` expanded, relative to `repository` unless absolute."
     path = Path(value).expanduser()
@@ -147,7 +147,7 @@ def resolve_under_repository(repository: Path, value: str) -> Path:
 EXPORTER_NAME = "TransformerTrainingExport.exe"
 EXPORTER_BUILDS = ("build/msbuild/bin/x64/Release", "build/vs2026/Release", "build/Release", "build/bin/Release")
 
-# %% ../../nbs/szrank/train/51_config.ipynb 20
+# %% ../../nbs/szrank/train/51_config.ipynb 21
 def explicit_exporter(value: str | os.PathLike) -> Path:
     "An `--exporter` path: expanded, resolved, and an executable file, or a `OptionError` naming it."
     candidate = Path(os.path.expanduser(os.fspath(value))).resolve()
@@ -157,7 +157,7 @@ def explicit_exporter(value: str | os.PathLike) -> Path:
         raise OptionError(f"--exporter: {candidate} is not executable (chmod +x it, or pass the built exporter)")
     return candidate
 
-# %% ../../nbs/szrank/train/51_config.ipynb 21
+# %% ../../nbs/szrank/train/51_config.ipynb 23
 def searched_exporter(repository: Path) -> Path | None:
     "The original trainer's `find_exporter` search under `repository`, or None."
     for folder in EXPORTER_BUILDS:
@@ -167,7 +167,7 @@ def searched_exporter(repository: Path) -> Path | None:
                      key=lambda item: ("Release" not in item.parts, len(item.parts)))
     return matches[0].resolve() if matches else None
 
-# %% ../../nbs/szrank/train/51_config.ipynb 23
+# %% ../../nbs/szrank/train/51_config.ipynb 25
 def find_exporter(repository: Path, explicit) -> list[str]:
     "The exporter argv: `explicit` (a path; from Python also an argv list), else the original trainer's search, else `szrank export`."
     if explicit is not None and not isinstance(explicit, (str, os.PathLike)):

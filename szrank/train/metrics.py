@@ -24,7 +24,7 @@ __all__ = ['TOP_FRACTION', 'POLICY_HEADS', 'average_precision', 'expected_calibr
            'policy_sums', 'calibration_curve', 'precision_recall_curve', 'gain_by_decile', 'policy_metrics',
            'MetricAccumulator', 'evaluate_ensemble', 'scalar_metrics', 'report_gate']
 
-# %% ../../nbs/szrank/train/50_metrics.ipynb 5
+# %% ../../nbs/szrank/train/50_metrics.ipynb 6
 def average_precision(score_count: np.ndarray, score_positive: np.ndarray, positives: float, count: int) -> float:
     "The original trainer's step-wise AP over score bins, from the top bin down; 0 when the split lacks a class."
     true_positive = false_positive = previous_recall = average = 0.0
@@ -39,7 +39,7 @@ def average_precision(score_count: np.ndarray, score_positive: np.ndarray, posit
         previous_recall = recall
     return average
 
-# %% ../../nbs/szrank/train/50_metrics.ipynb 7
+# %% ../../nbs/szrank/train/50_metrics.ipynb 8
 def expected_calibration_error(cal_count: np.ndarray, cal_probability: np.ndarray, cal_positive: np.ndarray,
                                count: int) -> float:
     "Record-weighted mean |mean probability - positive rate| over the non-empty calibration bins."
@@ -52,7 +52,7 @@ def expected_calibration_error(cal_count: np.ndarray, cal_probability: np.ndarra
             ece += (records / count) * abs(mean_probability - mean_positive)
     return ece
 
-# %% ../../nbs/szrank/train/50_metrics.ipynb 9
+# %% ../../nbs/szrank/train/50_metrics.ipynb 10
 TOP_FRACTION = 0.10   # the original trainer's "top decile": the best-scored tenth of the records
 
 def top_fraction_mean_gain(score_count: np.ndarray, score_gain: np.ndarray, count: int) -> float:
@@ -70,7 +70,7 @@ def top_fraction_mean_gain(score_count: np.ndarray, score_gain: np.ndarray, coun
             break
     return top_gain / max(1.0, top_seen)
 
-# %% ../../nbs/szrank/train/50_metrics.ipynb 11
+# %% ../../nbs/szrank/train/50_metrics.ipynb 12
 POLICY_HEADS = ("plane", "move", "scale")   # the three policy heads, in the record's action order
 
 def policy_sums(useful: np.ndarray, probabilities: Sequence[np.ndarray], actions: Sequence[np.ndarray]) -> list:
@@ -83,7 +83,7 @@ def policy_sums(useful: np.ndarray, probabilities: Sequence[np.ndarray], actions
         sums.append((cross_entropy, int((probability.argmax(axis=-1)[useful] == action[useful]).sum())))
     return sums
 
-# %% ../../nbs/szrank/train/50_metrics.ipynb 13
+# %% ../../nbs/szrank/train/50_metrics.ipynb 14
 def calibration_curve(cal_count: np.ndarray, cal_probability: np.ndarray, cal_positive: np.ndarray) -> dict:
     "Per calibration bin: `lower`/`upper` edge, `count`, `mean_probability`, `positive_rate` (empty bins: `None`)."
     edges = np.linspace(0.0, 1.0, len(cal_count) + 1)
@@ -94,7 +94,7 @@ def calibration_curve(cal_count: np.ndarray, cal_probability: np.ndarray, cal_po
     return {"lower": edges[:-1].tolist(), "upper": edges[1:].tolist(), "count": [int(c) for c in cal_count],
             "mean_probability": nullable(mean_probability), "positive_rate": nullable(positive_rate)}
 
-# %% ../../nbs/szrank/train/50_metrics.ipynb 15
+# %% ../../nbs/szrank/train/50_metrics.ipynb 16
 def precision_recall_curve(score_count: np.ndarray, score_positive: np.ndarray, positives: float) -> dict:
     "`threshold` (lower edge of a score bin), `recall`, `precision` at every non-empty bin, top score first."
     bins = len(score_count)
@@ -106,7 +106,7 @@ def precision_recall_curve(score_count: np.ndarray, score_positive: np.ndarray, 
     return {"threshold": (present / bins).tolist(), "recall": recall.tolist(),
             "precision": (true_positive / np.maximum(1.0, seen)).tolist()}
 
-# %% ../../nbs/szrank/train/50_metrics.ipynb 17
+# %% ../../nbs/szrank/train/50_metrics.ipynb 18
 def gain_by_decile(score_count: np.ndarray, score_gain: np.ndarray, count: int) -> list:
     "Mean signed gain of each tenth of the records by score, top first (a score bin is split pro rata)."
     order = np.arange(len(score_count) - 1, -1, -1)
@@ -121,7 +121,7 @@ def gain_by_decile(score_count: np.ndarray, score_gain: np.ndarray, count: int) 
         deciles.append(float((gains * share).sum() / taken) if taken > 0 else None)
     return deciles
 
-# %% ../../nbs/szrank/train/50_metrics.ipynb 20
+# %% ../../nbs/szrank/train/50_metrics.ipynb 21
 def policy_metrics(accumulator: MetricAccumulator) -> dict:
     "Per head and overall: top-1 accuracy, CE of the logged action, and the uniform policy's CE."
     denominator = max(1, accumulator.policy_useful)
@@ -134,7 +134,7 @@ def policy_metrics(accumulator: MetricAccumulator) -> dict:
         metrics[f"policy_{kind}"] = sum(metrics[f"{head}_{kind}"] for head in POLICY_HEADS) / 3.0
     return metrics
 
-# %% ../../nbs/szrank/train/50_metrics.ipynb 22
+# %% ../../nbs/szrank/train/50_metrics.ipynb 23
 @dataclasses.dataclass
 class MetricAccumulator:
     "Streaming metrics of an ensemble on one split (the original trainer's)."
@@ -211,7 +211,7 @@ class MetricAccumulator:
                 "precision_recall": precision_recall_curve(self.score_count, self.score_positive, self.positive),
                 "gain_by_decile": gain_by_decile(self.score_count, self.score_gain, self.count)}
 
-# %% ../../nbs/szrank/train/50_metrics.ipynb 27
+# %% ../../nbs/szrank/train/50_metrics.ipynb 28
 @torch.no_grad()
 def evaluate_ensemble(snapshot, members: list, split: str, batch_size: int, max_records_per_split: int,
                       gain_clip: float, amp_enabled: bool, device, quiet: bool = False) -> dict:
@@ -246,13 +246,13 @@ def evaluate_ensemble(snapshot, members: list, split: str, batch_size: int, max_
                     batch.move_action.cpu().numpy(), batch.scale_action.cpu().numpy())
     return metrics.finalize()
 
-# %% ../../nbs/szrank/train/50_metrics.ipynb 29
+# %% ../../nbs/szrank/train/50_metrics.ipynb 31
 def scalar_metrics(metrics: dict) -> dict:
     "The numeric entries of a metrics dict (the original trainer's keys), without the plot curves."
     return {key: value for key, value in metrics.items()
             if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)}
 
-# %% ../../nbs/szrank/train/50_metrics.ipynb 31
+# %% ../../nbs/szrank/train/50_metrics.ipynb 33
 def report_gate(validation: dict, test: dict, stress: dict, minimum_records: int) -> tuple[bool, list[str]]:
     "The original trainer's deployment gate: `(approved, reasons it failed)`."
     reasons: list[str] = []
