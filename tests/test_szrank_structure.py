@@ -65,10 +65,10 @@ def test_functions_are_short_and_only_cli_modules_exit():
 
 
 def test_library_errors_are_szrank_errors_with_status_2():
-    from szrank.plumbing.errors import ConfigError, SzrankError
+    from szrank.plumbing.errors import OptionError, SzrankError
     from szrank.ranker.modelfile import ModelFileError, load_model
     from szrank.train.config import TrainConfig, validate_config
-    with pytest.raises(ConfigError) as error:
+    with pytest.raises(OptionError) as error:
         validate_config(TrainConfig(batch_size=0))
     assert error.value.status == 2
     with pytest.raises(ModelFileError) as error:
@@ -111,7 +111,7 @@ def test_report_architecture_comes_from_the_spec():
 
 @pytest.mark.skipif(os.name == "nt", reason="POSIX executable bits")
 def test_exporter_is_a_path_with_spaces_user_and_relative_parts(tmp_path, monkeypatch):
-    from szrank.plumbing.errors import ConfigError
+    from szrank.plumbing.errors import OptionError
     from szrank.train.config import find_exporter
     folder = tmp_path / "home" / "build tools"
     folder.mkdir(parents=True)
@@ -122,11 +122,11 @@ def test_exporter_is_a_path_with_spaces_user_and_relative_parts(tmp_path, monkey
     monkeypatch.chdir(folder)
     assert find_exporter(tmp_path, "~/build tools/Transformer Export") == [str(tool.resolve())]
     assert find_exporter(tmp_path, "Transformer Export") == [str(tool.resolve())]        # relative to the cwd
-    with pytest.raises(ConfigError, match="training exporter not found") as error:   # a Windows path, never split
+    with pytest.raises(OptionError, match="training exporter not found") as error:   # a Windows path, never split
         find_exporter(tmp_path, r"C:\Program Files\TransformerTrainingExport.exe")
     assert r"C:\Program Files\TransformerTrainingExport.exe" in str(error.value)
     tool.chmod(0o644)
-    with pytest.raises(ConfigError, match="is not executable"):
+    with pytest.raises(OptionError, match="is not executable"):
         find_exporter(tmp_path, str(tool))
 
 

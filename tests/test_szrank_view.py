@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from szrank.plumbing.errors import ConfigError
+from szrank.plumbing.errors import OptionError
 from szrank.geometry.defects import evaluate, layout, random_planes
 from szrank.search.runs import run_population, run_search
 from szrank.search.obj import configuration_vertices
@@ -83,7 +83,7 @@ def test_slider_changes_the_drawn_image_and_label(tmp_path):
 
 def test_a_run_without_events_is_refused_naming_it(tmp_path):
     summary = run_population(tmp_path, 42, 2000, seed=1)
-    with pytest.raises(ConfigError, match=f"run {summary.run_id} .* no new-best events"):
+    with pytest.raises(OptionError, match=f"run {summary.run_id} .* no new-best events"):
         new_bests(tmp_path, summary.run_id)
-    with pytest.raises(ConfigError, match="not a run id"):
+    with pytest.raises(OptionError, match="not a run id"):
         new_bests(tmp_path, "nonsense")
