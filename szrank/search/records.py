@@ -201,7 +201,7 @@ def consider(folder: Path, normals, offsets, topology: int, found: dict, source:
 def run_found(archive: Path, meta: dict, cpu_seconds: float | None = None) -> dict:
     """How an archive run found its shape: who, the command that repeats it (into an archive named like
 `archive`), its seed, evaluations and CPU seconds (None: not measured)."""
-    from szrank import package_version
+    from szrank.plumbing.common import package_version
     command = (f"szrank search --archive {Path(archive).name} --strategy {meta.get('strategy', 'anneal')} "
                f"--topology {meta['topology']} --evaluations {meta.get('budget')} --seed {meta.get('seed')}")
     if meta.get("run_index", 0):
@@ -286,16 +286,24 @@ def records_command(parser: argparse.ArgumentParser):
     "`szrank records verify|update|table [--records DIR] ...`: check, extend or show the records table."
     parser.add_argument("action", choices=ACTIONS, help="verify: recount every record (exit 1 on a difference); "
                         "update: record better non-degenerate shapes (exit 2 when none); table: print the table")
-    parser.add_argument("--records", type=Path, default=RECORDS_DIR, help="the records folder")
-    parser.add_argument("--archive", type=Path, help="update: a `szrank search` archive whose runs to consider "
-                        "(default: none)")
-    parser.add_argument("--obj", type=Path, help="update: an OBJ file of --topology to consider (default: none)")
-    parser.add_argument("--topology", type=int, help="update --obj: its topology, 0..58 (default: none)")
-    parser.add_argument("--found-by", help="update --obj: who found it, with which command (default: the file's path)")
-    parser.add_argument("--seed", type=int, help="update --obj: the seed that found it (default: unknown)")
-    parser.add_argument("--evaluations", type=int, help="update --obj: evaluations used (default: unknown)")
-    parser.add_argument("--cpu-seconds", type=float, help="update: CPU seconds the search took (default: unknown)")
-    parser.add_argument("--public", type=Path, help="table: a public_counts.tsv to show beside (default: none)")
+    parser.add_argument("--records", type=Path, default=RECORDS_DIR, metavar="DIR",
+                        help="the records folder (default: the shipped one, szrank/records)")
+    parser.add_argument("--archive", type=Path, metavar="DIR",
+                        help="update: a `szrank search` archive whose runs to consider (default: none)")
+    parser.add_argument("--obj", type=Path, metavar="FILE",
+                        help="update: an OBJ file of --topology to consider (default: none)")
+    parser.add_argument("--topology", type=int, metavar="T",
+                        help="update --obj: its topology, 0..58 (default: none)")
+    parser.add_argument("--found-by", metavar="TEXT",
+                        help="update --obj: who found it, with which command (default: the file's path)")
+    parser.add_argument("--seed", type=int, metavar="N",
+                        help="update --obj: the seed that found it (default: unknown)")
+    parser.add_argument("--evaluations", type=int, metavar="N",
+                        help="update --obj: evaluations used (default: unknown)")
+    parser.add_argument("--cpu-seconds", type=float, metavar="S",
+                        help="update: CPU seconds the search took (default: unknown)")
+    parser.add_argument("--public", type=Path, metavar="TSV",
+                        help="table: a public_counts.tsv to show beside (default: none)")
 
     def run(args) -> int:
         if args.action == "verify":
