@@ -143,6 +143,7 @@ COMMANDS = (
     Command("export", "write the SZTXP001 stream of an archive's runs to stdout", "szrank.search.archive:export_command"),
     Command("obj", "write a run's best configuration (or any event's result) as a Wavefront OBJ",
             "szrank.search.obj:obj_command"),
+    Command("records", "verify, update or show the records: the best shape per topology", "szrank.search.records:records_command"),
     Command("demo", "run the end-to-end demo on the embedded default data", "szrank.demo:demo_command"),
 )
 
