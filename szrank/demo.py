@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from szrank.plumbing.errors import ConfigError, SzrankError
+from szrank.plumbing.errors import OptionError, SzrankError
 from szrank.stream.format import (EXPORT_HEADER, RECORD_DTYPE, run_key, run_keys, stream_header, validate_stream_header,
                            write_stream)
 from szrank.stream.synthetic import DEMO_RECORDS, DEMO_SEED, synthesize_corpus
@@ -240,7 +240,7 @@ def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STE
     from szrank.plumbing.files import atomic_write_json
     from szrank.search.execution import format_summaries
     if runs < len(SPLIT_NAMES) or steps <= 0:
-        raise ConfigError(f"the search stage needs at least {len(SPLIT_NAMES)} runs (train, validation, test, "
+        raise OptionError(f"the search stage needs at least {len(SPLIT_NAMES)} runs (train, validation, test, "
                          f"stress) and positive steps, got --search-runs {runs} --search-steps {steps}")
     search = Path(out) / "search"
     archive = search / "archive"
@@ -272,9 +272,9 @@ def run_demo(out: Path = DEFAULT_OUT, labels_shuffled: bool = False, device: str
     failed), else the search stage's.  A search stage failure other than the gate's verdict (2) is returned."""
     unknown = [stage for stage in stages if stage not in DEMO_STAGES]
     if unknown or not stages:
-        raise ConfigError(f"--stages {','.join(stages)}: choose from {','.join(DEMO_STAGES)}")
+        raise OptionError(f"--stages {','.join(stages)}: choose from {','.join(DEMO_STAGES)}")
     if "search" in stages and (search_runs < len(SPLIT_NAMES) or search_steps <= 0):   # refused before any work
-        raise ConfigError(f"the search stage needs at least {len(SPLIT_NAMES)} runs (train, validation, test, "
+        raise OptionError(f"the search stage needs at least {len(SPLIT_NAMES)} runs (train, validation, test, "
                          f"stress) and positive steps, got --search-runs {search_runs} --search-steps {search_steps}")
     results = {}
     if "synthetic" in stages:

@@ -11,7 +11,7 @@ import pytest
 from conftest import run, tool
 from szrank.search.archive import (EVENT_DTYPE, SHARD_HEADER, ArchiveError, RunWriter, export_records, list_runs,
                             read_run, read_shard)
-from szrank.plumbing.errors import ConfigError
+from szrank.plumbing.errors import OptionError
 from szrank.ranker.features import features
 from szrank.geometry.defects import evaluate, layout
 from szrank.search.moves import (FACE_COUNT, MOVE_COUNT, SCALE_COUNT, UNIFORM_FLOOR, RankerPolicy, UniformPolicy,
@@ -292,5 +292,5 @@ def test_value_gate_skips_rollouts_and_the_evaluations_add_up(tmp_path):
     ungated = small_run(tmp_path / "ungated", seed=6, topology=42, policy=RankerPolicy(model, gate=0.0), steps=40)
     _, all_rolled = read_run(tmp_path / "ungated", uuid.UUID(ungated.run_id))
     assert (all_rolled["rollout_iterations"] == 2).all() and ungated.evaluations == 1 + 40 * (1 + 2 * 2)
-    with pytest.raises(ConfigError, match="gate in \\[0, 1\\)"):
+    with pytest.raises(OptionError, match="gate in \\[0, 1\\)"):
         RankerPolicy(model, gate=1.0)

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import run, tool
 from szrank.search.archive import list_runs, read_run
-from szrank.plumbing.errors import ConfigError
+from szrank.plumbing.errors import OptionError
 from szrank.geometry.defects import dual_vertices, evaluate, layout
 from szrank.search.obj import read_configuration
 from szrank.search.population import planes_from_x, population_search
@@ -40,9 +40,9 @@ def test_symmetric_configurations_are_symmetric():
         assert np.allclose(np.linalg.matrix_power(symmetry.matrix, symmetry.order), np.eye(3))
     assert (symmetry_of(42).name, symmetry_of(46).name, symmetry_of(0).name) == ("S4", "C3", "C1")
     assert symmetry_of(0).dimension == 36
-    with pytest.raises(ConfigError, match="no symmetry of order 3"):
+    with pytest.raises(OptionError, match="no symmetry of order 3"):
         symmetry_of(42, order=3)
-    with pytest.raises(ConfigError, match="not an automorphism of topology 42"):
+    with pytest.raises(OptionError, match="not an automorphism of topology 42"):
         make_symmetry(42, np.roll(np.arange(12), 1))
 
 

@@ -18,7 +18,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from szrank.plumbing.files import atomic_write, atomic_write_json
-from szrank.plumbing.errors import ConfigError, SzrankError
+from szrank.plumbing.errors import OptionError, SzrankError
 
 # %% auto 0
 __all__ = ['SHARD_MAGIC', 'SHARD_VERSION', 'SHARD_HEADER', 'SHARD_PATTERN', 'RUN_FILE', 'RUN_FORMAT', 'METRIC_DEGENERATE',
@@ -283,7 +283,7 @@ def export_command(parser: argparse.ArgumentParser):
 
     def run(args) -> int:
         if sys.stdout.isatty():
-            raise ConfigError("refusing to write the binary SZTXP001 stream to a terminal; redirect stdout to a file or pipe")
+            raise OptionError("refusing to write the binary SZTXP001 stream to a terminal; redirect stdout to a file or pipe")
         count = export_stream(args.root, sys.stdout.buffer, args.include_run)
         print(f"szrank export: {count} records", file=sys.stderr, flush=True)
         return 0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from szrank.plumbing.errors import ConfigError
+from szrank.plumbing.errors import OptionError
 from szrank.search.moves import GATE_QUANTILE, GATE_WINDOW, RankerPolicy
 from szrank.search.runs import (DEFAULT_ITERATIONS, DEFAULT_REPLICAS, DEFAULT_SHARD_EVENTS, STRATEGIES, RunSummary,
                                 SearchTask, check_settings, run_stream, run_task)
@@ -28,13 +28,13 @@ def _plan(strategy: str, runs: int, steps: int | None, budget: int | None, repli
     """Checked settings; returns the steps per annealed run (from the budget when --steps is not given: a share
     `gate` of the rollouts is expected to be skipped)."""
     if strategy not in STRATEGIES:
-        raise ConfigError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+        raise OptionError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     check_settings(runs=runs, steps=steps, budget=budget, replicas=replicas, iterations=iterations,
                    topology=topology, seed=seed)
     if strategy != "anneal" and budget is None:
-        raise ConfigError(f"--strategy {strategy} needs --evaluations (its budget ends the run)")
+        raise OptionError(f"--strategy {strategy} needs --evaluations (its budget ends the run)")
     if steps is None and budget is None:
-        raise ConfigError("give --steps or --evaluations (or both: the run ends at whichever comes first)")
+        raise OptionError("give --steps or --evaluations (or both: the run ends at whichever comes first)")
     return steps if steps is not None else math.ceil(max(budget - 1, 1) / (1 + (1 - gate) * max(replicas * iterations, 0)))
 
 # %% ../../nbs/szrank/search/45_execution.ipynb 7
@@ -53,7 +53,7 @@ def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None =
         for index in range(runs):
             folder = Path(archive) / str(run_stream(seed, index, strategy)[1])
             if folder.exists():
-                raise ConfigError(f"{folder}: run {index} of --seed {seed} ({strategy}) is already in the archive; "
+                raise OptionError(f"{folder}: run {index} of --seed {seed} ({strategy}) is already in the archive; "
                                   "use another --seed")
     workers = max(1, min(runs, workers or os.cpu_count() or 1))
     unit, total = ("evaluation", runs * budget) if strategy != "anneal" else ("step", runs * steps)
@@ -107,18 +107,18 @@ def cluster_client(scheduler: str, stack: contextlib.ExitStack):
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError:
-        raise ConfigError(f"--scheduler {scheduler}: needs dask.distributed, which is not installed "
+        raise OptionError(f"--scheduler {scheduler}: needs dask.distributed, which is not installed "
                           "(pip install \"dask[distributed]\")") from None
     if scheduler.startswith("local:"):
         count = scheduler.partition(":")[2]
         if not count.isdigit() or int(count) < 1:
-            raise ConfigError(f"--scheduler {scheduler!r}: local:N needs a positive number of workers N")
+            raise OptionError(f"--scheduler {scheduler!r}: local:N needs a positive number of workers N")
         cluster = stack.enter_context(LocalCluster(n_workers=int(count), threads_per_worker=1, processes=True,
                                                    dashboard_address=None))
         return stack.enter_context(Client(cluster))
     scheme = scheduler.partition("://")[0].lower() if "://" in scheduler else "tcp"
     if scheme not in SCHEDULER_SCHEMES:
-        raise ConfigError(f"--scheduler {scheduler}: {scheme}:// is not an address another process can serve; give "
+        raise OptionError(f"--scheduler {scheduler}: {scheme}:// is not an address another process can serve; give "
                           f"tcp://HOST:PORT (or {', '.join(SCHEDULER_SCHEMES[1:])}) of a running Dask scheduler, "
                           "or local:N")
     try:
@@ -127,7 +127,7 @@ def cluster_client(scheduler: str, stack: contextlib.ExitStack):
         hints = {"tls": "; tls:// needs the certificates in Dask's configuration (distributed.comm.tls)",
                  "ucx": "; ucx:// needs the UCX bindings (distributed-ucxx)"}
         hint = hints.get(scheme, "") if isinstance(exc, TypeError) else ""
-        raise ConfigError(f"--scheduler {scheduler}: cannot reach the Dask scheduler "
+        raise OptionError(f"--scheduler {scheduler}: cannot reach the Dask scheduler "
                           f"({' '.join(str(exc).split())[:200]}){hint}") from None
 
 # %% ../../nbs/szrank/search/45_execution.ipynb 14
@@ -188,11 +188,11 @@ def search_command(parser: argparse.ArgumentParser):
 
     def run(args) -> int:
         if args.model and not Path(args.model).is_file():
-            raise ConfigError(f"--model {args.model}: no such file")
+            raise OptionError(f"--model {args.model}: no such file")
         if args.scheduler and args.workers:
-            raise ConfigError("--workers and --scheduler exclude each other (local:N sets the number of workers)")
+            raise OptionError("--workers and --scheduler exclude each other (local:N sets the number of workers)")
         if args.split_runs_out and args.runs < 4:
-            raise ConfigError("--split-runs-out needs at least 4 runs (train, validation, test, stress)")
+            raise OptionError("--split-runs-out needs at least 4 runs (train, validation, test, stress)")
         summaries = run_searches(args.archive, args.runs, args.steps, args.seed, args.model, args.topology,
                                  args.replicas, args.iterations, args.workers, budget=args.evaluations,
                                  strategy=args.strategy, scheduler=args.scheduler, gate=args.gate)

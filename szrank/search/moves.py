@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from szrank.plumbing.errors import ConfigError
+from szrank.plumbing.errors import OptionError
 from szrank.geometry.defects import FACE_COUNT, Defects, Layout, evaluate, layout, plane_bases, unit_frame
 
 # %% auto 0
@@ -105,7 +105,7 @@ def apply_move(normals, offsets, plane: int, move: int, scale: int, rng: np.rand
         normal = mixed / np.linalg.norm(mixed) if np.linalg.norm(mixed) > 1e-9 else target
         offset = normal @ centre + (1 - blend) * (offset - normal @ centre) + blend * distance
     else:
-        raise ConfigError(f"move must be 0..{MOVE_COUNT - 1}, not {move}")
+        raise OptionError(f"move must be 0..{MOVE_COUNT - 1}, not {move}")
     n[plane], d[plane] = normal / np.linalg.norm(normal), offset / np.linalg.norm(normal)
     return n, d
 
@@ -141,7 +141,7 @@ class RankerPolicy:
                  gate: float = GATE_QUANTILE, window: int = GATE_WINDOW):
         from szrank.ranker.modelfile import load_model
         if not (temperature > 0 and 0 < floor <= 1 and 0 <= gate < 1 and window > 0):
-            raise ConfigError(f"policy temperature must be > 0, floor in (0, 1], gate in [0, 1) and window > 0, "
+            raise OptionError(f"policy temperature must be > 0, floor in (0, 1], gate in [0, 1) and window > 0, "
                               f"got {temperature}, {floor}, {gate}, {window}")
         self.model = model if hasattr(model, "members") else load_model(model)
         self.temperature, self.floor, self.gate = float(temperature), float(floor), float(gate)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from szrank.plumbing.errors import ConfigError, SzrankError
+from szrank.plumbing.errors import OptionError, SzrankError
 from szrank.geometry.defects import FACE_COUNT, dual_vertices, layout, unit_planes
 from szrank.geometry.topology import LINK_LENGTH, PAPER_RELABELLINGS, TOPOLOGY_COUNT, TRIANGLE_COUNT
 
@@ -125,7 +125,7 @@ def fit_planes(vertices: np.ndarray, faces: list[list[int]]) -> tuple[np.ndarray
 def read_configuration(path: Path, topology: int) -> tuple[np.ndarray, np.ndarray]:
     "Planes (12, 3)/(12,) in szrank's face order of a 12-face OBJ of `topology` (face i: the paper's vertex i)."
     if not 0 <= topology < TOPOLOGY_COUNT:
-        raise ConfigError(f"topology must be 0..{TOPOLOGY_COUNT - 1}, not {topology}")
+        raise OptionError(f"topology must be 0..{TOPOLOGY_COUNT - 1}, not {topology}")
     vertices, faces = read_obj(path)
     if len(faces) != FACE_COUNT or any(len(f) != LINK_LENGTH for f in faces):
         raise ObjError(f"{path}: expected {FACE_COUNT} faces of {LINK_LENGTH} corners, got {len(faces)} faces "
@@ -139,12 +139,12 @@ def read_configuration(path: Path, topology: int) -> tuple[np.ndarray, np.ndarra
 # %% ../../nbs/szrank/search/41_obj.ipynb 14
 def configuration_vertices(normals, offsets, topology: int, doing: str = "write") -> tuple:
     """(layout, unit normals, offsets, the 44 dual vertices) of a configuration of `topology`;
-    `ConfigError` when a vertex is not finite (so there is nothing to `doing`)."""
+    `OptionError` when a vertex is not finite (so there is nothing to `doing`)."""
     L = layout(topology)
     n, d = unit_planes(normals, offsets)
     vertices = dual_vertices(n, d, L.triangles)[0]
     if not np.isfinite(vertices).all():
-        raise ConfigError(f"the configuration of topology {topology} has degenerate vertices; nothing to {doing}")
+        raise OptionError(f"the configuration of topology {topology} has degenerate vertices; nothing to {doing}")
     return L, n, d, vertices
 
 
@@ -172,10 +172,10 @@ def archive_configuration(archive: Path, run: str, event: int | None = None) -> 
     try:
         run_id = uuid.UUID(run)
     except ValueError:
-        raise ConfigError(f"--run {run!r} is not a run id (a UUID folder name of the archive)") from None
+        raise OptionError(f"--run {run!r} is not a run id (a UUID folder name of the archive)") from None
     _, events = read_run(Path(archive), run_id)
     if len(events) == 0:
-        raise ConfigError(f"run {run} in {archive} has no sealed events yet")
+        raise OptionError(f"run {run} in {archive} has no sealed events yet")
     totals = events["result_defects"].astype(np.int64).sum(axis=1)
     if event is None:
         feasible = (events["flags"][:, 3] & METRIC_DEGENERATE) == 0          # flags[3]: the result's metric flags
@@ -184,7 +184,7 @@ def archive_configuration(archive: Path, run: str, event: int | None = None) -> 
     elif 0 <= event < len(events):
         row = event
     else:
-        raise ConfigError(f"--event {event}: run {run} has events 0..{len(events) - 1}")
+        raise OptionError(f"--event {event}: run {run} has events 0..{len(events) - 1}")
     chosen = events[row]
     return (chosen["result_normals"].astype(np.float64), chosen["result_offsets"].astype(np.float64),
             int(chosen["topology"]), int(chosen["sequence"]), int(totals[row]))

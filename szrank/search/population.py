@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from szrank.plumbing.errors import ConfigError
+from szrank.plumbing.errors import OptionError
 from szrank.geometry.fastcount import count_totals
 from szrank.geometry.defects import FACE_COUNT, layout
 from szrank.geometry.topology import TOPOLOGY_COUNT
@@ -107,14 +107,14 @@ def population_search(topology: int, evaluations: int, seed: int | None = None, 
     each batch.  With `symmetry` (a `szrank.geometry.symmetry.Symmetry` of this topology) the members are its reduced
     parameters and every configuration is symmetric."""
     if not 0 <= topology < TOPOLOGY_COUNT:
-        raise ConfigError(f"topology must be 0..{TOPOLOGY_COUNT - 1}, not {topology}")
+        raise OptionError(f"topology must be 0..{TOPOLOGY_COUNT - 1}, not {topology}")
     if evaluations <= 0 or clusters < 2 or not (sigma > 0 and 0 < beta <= 1) or iterations <= 0:
-        raise ConfigError(f"need evaluations > 0, clusters >= 2, sigma > 0, 0 < beta <= 1, iterations > 0; got "
+        raise OptionError(f"need evaluations > 0, clusters >= 2, sigma > 0, 0 < beta <= 1, iterations > 0; got "
                           f"{evaluations}, {clusters}, {sigma}, {beta}, {iterations}")
     rng, L, started = np.random.default_rng(seed), layout(topology), time.perf_counter()
     best, best_x, best_at, used, restarts, history = math.inf, None, 0, 0, -1, []
     if symmetry is not None and symmetry.topology != topology:
-        raise ConfigError(f"the symmetry is one of topology {symmetry.topology}, not of {topology}")
+        raise OptionError(f"the symmetry is one of topology {symmetry.topology}, not of {topology}")
     while used < evaluations and best > target:
         population = _Population(rng, L, clusters, symmetry)
         used, restarts = used + population.used, restarts + 1

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from szrank.plumbing.errors import ConfigError
+from szrank.plumbing.errors import OptionError
 from szrank.plumbing.files import atomic_write, atomic_write_json
 from szrank.geometry.defects import (evaluate, evaluate_exact, layout, public_frame, public_quality, public_recount,
                                      unit_planes)
@@ -39,7 +39,7 @@ SCALES = ("0.1", "1", "10", "100")       # scale factors of the planes recounted
 NAME = re.compile(r"p(\d{2})_c(\d+)_i(\d+)\.obj")   # pNN_cC_iI.obj: NN the paper's number, C and I the recount
 
 
-class RecordsError(ConfigError):
+class RecordsError(OptionError):
     "A records table or candidate that cannot be used: names the file and the field, and what to do (exit 2)."
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from szrank.search.archive import (EVENT_DTYPE, METRIC_AT_INFINITY, METRIC_DEGENERATE, METRIC_NEAR_PARALLEL,
                             METRIC_REALISATION, TRAJECTORY_ACCEPTED, TRAJECTORY_GUIDED, TRAJECTORY_NEW_BEST,
                             TRAJECTORY_PROPOSAL_INFEASIBLE, RunWriter)
-from szrank.plumbing.errors import ConfigError
+from szrank.plumbing.errors import OptionError
 from szrank.geometry.defects import FACE_COUNT, random_planes
 from szrank.geometry.topology import TOPOLOGY_COUNT
 from szrank.geometry.fastcount import count_totals
@@ -136,7 +136,7 @@ def _event(topology: int, anchor: Configuration, proposal: Configuration, result
 # %% ../../nbs/szrank/search/44_runs.ipynb 17
 def check_settings(runs=None, steps=None, budget=None, replicas=None, iterations=None, topology=None,
                    seed=None) -> None:
-    "Refuse a setting out of range before anything is created (a `ConfigError` naming the flag and its range)."
+    "Refuse a setting out of range before anything is created (a `OptionError` naming the flag and its range)."
     limits = {"--runs": (runs, 1, MAX_RUNS), "--steps": (steps, 1, None), "--evaluations": (budget, 1, None),
               "--replicas": (replicas, 0, MAX_REPLICAS), "--iterations": (iterations, 0, MAX_ITERATIONS),
               "--topology": (topology, 0, TOPOLOGY_COUNT - 1), "--seed": (seed, 0, None)}
@@ -146,7 +146,7 @@ def check_settings(runs=None, steps=None, budget=None, replicas=None, iterations
         integer = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
         if not integer or value < low or (high is not None and value > high):
             allowed = (f"{low}..{high}" if high is not None else "positive" if low == 1 else f"{low} or more")
-            raise ConfigError(f"{flag} must be {allowed}, not {value}")
+            raise OptionError(f"{flag} must be {allowed}, not {value}")
 
 
 def run_stream(seed: int | None, run_index: int, strategy: str = "anneal") -> tuple[np.random.Generator, uuid.UUID]:
