@@ -154,11 +154,11 @@ def test_unfillable_band_is_nan(test_samples):
 
 def test_learned_filler_from_a_checkpoint(test_samples, tiny_checkpoint):
     import torch
-    from suvi_fill.model import net as model
+    from suvi_fill.model.checkpoint import load_learned
     from suvi_fill.evaluate.fillers import make_filler, prepare
     filler = make_filler("learned", checkpoint=tiny_checkpoint)
     assert filler.offsets == (1, 2, 4, 8, 16)
-    net = model.load_learned(tiny_checkpoint)
+    net = load_learned(tiny_checkpoint)
     for sample in test_samples[:2]:
         prep = prepare(sample)
         with torch.no_grad():

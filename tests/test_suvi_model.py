@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from suvi_fill.model import net as model
+from suvi_fill.model.checkpoint import load_learned
 from suvi_fill.physics.timebase import SLOT_SECONDS
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -304,7 +305,7 @@ def test_load_learned_round_trip(tmp_path):
     rng = np.random.default_rng(8)
     inputs = batched([make_item(rng, 4)])
     net = randomise(model.build(base=8, depth=2, attention=True, relative=True), seed=9).eval()
-    loaded = model.load_learned(seed_checkpoint(tmp_path / "best.pt", net))
+    loaded = load_learned(seed_checkpoint(tmp_path / "best.pt", net))
     assert not loaded.training and loaded.offsets == (1, 2, 4, 8, 16)
     assert loaded.config == net.config
     with torch.no_grad():
@@ -316,23 +317,23 @@ def test_load_learned_refuses_another_layout(tmp_path):
     old = ["kind_target", "kind_anchor", "kind_missing", "available", "dt"]
     path = seed_checkpoint(tmp_path / "old.pt", net, layout=old)
     with pytest.raises(ValueError, match="conditioning layout") as caught:
-        model.load_learned(path)
+        load_learned(path)
     assert "old.pt" in str(caught.value) and "retrain" in str(caught.value)
     state = torch.load(path, weights_only=True)
     del state["args"]["cond_layout"]
     torch.save(state, tmp_path / "older.pt")
     with pytest.raises(ValueError, match="no 'cond_layout'"):
-        model.load_learned(tmp_path / "older.pt")
+        load_learned(tmp_path / "older.pt")
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="junk.pt: not a readable filler checkpoint"):
-        model.load_learned(tmp_path / "junk.pt")
+        load_learned(tmp_path / "junk.pt")
     other = seed_checkpoint(tmp_path / "wide.pt", model.build(base=16, depth=2), base=8)
     # refused by checkpoint.check_net before a net is built, naming the field
     with pytest.raises(ValueError, match=r"wide.pt: net config base=8 does not match the weights \(base 16"):
-        model.load_learned(other)
+        load_learned(other)
     other = seed_checkpoint(tmp_path / "attending.pt", model.build(base=8, depth=2), attention=True)
     with pytest.raises(ValueError, match="do not fit the recorded architecture"):
-        model.load_learned(other)
+        load_learned(other)
 
 
 def test_coverage_is_an_input_not_a_weight():

@@ -11,6 +11,7 @@ from suvi_fill.physics import align
 from suvi_fill.corpus import availability
 from suvi_fill.corpus import conditioning
 from suvi_fill.model import net as model
+from suvi_fill.model.checkpoint import load_learned
 from suvi_fill.corpus import sampler as samples
 from suvi_fill.corpus import segments
 from suvi_fill.corpus.reader import Corpus
@@ -31,7 +32,7 @@ def trained(tmp_path_factory):
 
 
 def test_load_learned_reads_the_trainer_checkpoints(trained):
-    net = model.load_learned(trained / "run" / "last.pt")
+    net = load_learned(trained / "run" / "last.pt")
     assert net.config == dict(base=8, depth=2, relative=True, corr_flow=False, attention=True, conditioned=True, signed=True)
     assert net.offsets == samples.OFFSETS and not net.training
     state = torch.load(trained / "run" / "last.pt", weights_only=True)
@@ -62,7 +63,7 @@ def test_load_learned_refuses_a_trainer_checkpoint_of_another_layout(trained, tm
     state["args"]["cond_layout"] = list(model.COND_LAYOUT[:-1])        # trained before log_abs_dt existed
     torch.save(state, tmp_path / "older.pt")
     with pytest.raises(ValueError, match="older.pt: trained under conditioning layout"):
-        model.load_learned(tmp_path / "older.pt")
+        load_learned(tmp_path / "older.pt")
 
 
 def test_load_learned_reads_a_checkpoint_written_the_old_way(trained, tmp_path):
@@ -70,6 +71,6 @@ def test_load_learned_reads_a_checkpoint_written_the_old_way(trained, tmp_path):
     state = torch.load(trained / "run" / "last.pt", weights_only=True)
     del state["net"], state["version"]
     torch.save(state, tmp_path / "seed_way.pt")
-    net = model.load_learned(tmp_path / "seed_way.pt")
+    net = load_learned(tmp_path / "seed_way.pt")
     assert net.config == dict(base=8, depth=2, relative=True, corr_flow=False, attention=True, conditioned=True, signed=True)
     assert net.offsets == samples.OFFSETS

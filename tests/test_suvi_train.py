@@ -146,10 +146,11 @@ def test_warmup_ramps_the_lr(short_run):
 def test_checkpoints_are_written_and_loadable(short_run):
     out, _ = short_run
     from suvi_fill.model import net as model
+    from suvi_fill.model.checkpoint import load_learned
     last = state(out / "last.pt")
     assert last["step"] == 6 and last["args"]["cond_layout"] == list(model.COND_LAYOUT)
     assert {"model", "optimiser", "epoch", "lr_scale", "manifest", "best"} <= set(last)
-    net = model.load_learned(out / "best.pt")
+    net = load_learned(out / "best.pt")
     assert net.offsets
     assert not [p for p in out.iterdir() if p.name.startswith(".")], "temporary files left behind"
 

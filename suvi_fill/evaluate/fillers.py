@@ -20,6 +20,7 @@ from suvi_fill.physics import coding
 from suvi_fill.corpus import conditioning
 
 from suvi_fill.model import net as model
+from suvi_fill.model.checkpoint import load_learned
 
 from suvi_fill.physics import timebase as paths
 from suvi_fill.corpus.conditioning import AVAILABLE, BANDS, KIND_TARGET, SAME_SATELLITE, TENSOR_KEYS
@@ -485,10 +486,10 @@ def crossband_filler(coefficients, device="cpu") -> CrossBand:
 
 # %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 76
 def learned_filler(checkpoint, device="cpu") -> ModelFiller:
-    "A trained checkpoint (`model.load_learned`)."
+    "A trained checkpoint (`checkpoint.load_learned`)."
     if checkpoint is None:
         raise OptionError("the learned filler needs --checkpoint (a trainer's best.pt)")
-    net = model.load_learned(checkpoint, device=device)
+    net = load_learned(checkpoint, device=device)
     # The ladder is the checkpoint's record (args.offsets in every schema), not an attribute of the net.
     args = torch.load(checkpoint, map_location="cpu", weights_only=True).get("args", {})
     return ModelFiller(net, "learned", device, offsets=args.get("offsets"))
