@@ -23,7 +23,7 @@ __all__ = ['AIA_171', 'EIT_195', 'ANNULI', 'CORE', 'SPREAD_RADIUS', 'TOLERANCE',
 def references() -> Path:
     "The folder of the real reference images (package data of `suvi_fill`)."
     from importlib.resources import files
-    return Path(str(files("suvi_fill") / "data"))
+    return Path(str(files("suvi_fill") / "resources"))
 
 
 AIA_171, EIT_195 = "aia_171_level1.fits", "eit_195_20040301T000010.fits"
