@@ -17,7 +17,7 @@ from pathlib import Path
 
 from suvi_fill.archive import ingest
 
-from suvi_fill.sim import sun
+from suvi_fill.sim.synth import synthesize
 
 
 def archive(work: Path, days: int, hours: float, resolution: int) -> Path:
@@ -26,7 +26,7 @@ def archive(work: Path, days: int, hours: float, resolution: int) -> Path:
     for day in range(days):
         part = work / f"part{day}"
         start = f"2024-03-{18 + day:02d}"
-        sun.synthesize(part, hours=hours, resolution=resolution, start=start, seed=day, progress=False)
+        synthesize(part, hours=hours, resolution=resolution, start=start, seed=day, progress=False)
         for path in part.rglob("*.fits"):
             target = root / start / path.name
             target.parent.mkdir(parents=True, exist_ok=True)

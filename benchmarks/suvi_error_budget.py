@@ -1,7 +1,7 @@
 """Where the prior blend's error comes from, gap by gap, and how much of it any filler could win back.
 
 The synthetic archive is drawn from a known Sun, so every frame of a bench sample can be rendered again
-without noise (`sun.SunModel.render` + the instrument's gain and offset, no shot or read noise) and put
+without noise (`Instrument.radiance` + the instrument's gain and offset, no shot or read noise) and put
 on the corpus grid as the build puts it (`ingest.place`).  On the bench's own bracketed samples this
 prints, per gap, display PSNR (the bench's mean over lost (sample, band)s):
 
@@ -31,7 +31,7 @@ grid cannot undo the move exactly.
         --archive demo-out/suvi_fill/archive [--split test] [--per-gap 32]
 
 The archive must be the `suvi-fill synth` archive the shards were built from, drawn by this simulator
-code (`sun.simulator_digest`): the script checks that the archive's files of each target, placed on
+code (`simulator_digest`): the script checks that the archive's files of each target, placed on
 the corpus grid, give back the stored target, and stops with a one-line error naming the sample when
 they do not.
 """
@@ -57,7 +57,10 @@ from suvi_fill.archive import fits
 
 from suvi_fill.archive import ingest
 
-from suvi_fill.sim import sun
+from suvi_fill.physics.coding import SATURATION
+from suvi_fill.sim.instrument import Instrument
+from suvi_fill.sim.scene import SunModel
+from suvi_fill.sim.synth import TRUTH_NAME, archive_path, simulator_digest
 from suvi_fill.physics.coding import MSE_FLOOR, band_psnr, encode, to_display
 from suvi_fill.corpus.reader import Corpus
 from suvi_fill.physics.timebase import SLOT_SECONDS, WAVELENGTHS
@@ -74,23 +77,23 @@ class Renderer:
     def __init__(self, archive: Path, resolution: int):
         self.archive, self.resolution = archive, int(resolution)
         self._headers = {}                              # (satellite, slot, band index) -> header
-        truth_path = archive / sun.TRUTH_NAME
+        truth_path = archive / TRUTH_NAME
         try:
             truth = json.loads(truth_path.read_text())
             self.drawn = int(truth["resolution"])
-            self.model = sun.SunModel(seed=int(truth["seed"]), start=truth["start"], days=float(truth["days"]))
-            self.instrument = sun.Instrument(int(truth["seed"]))
+            self.model = SunModel(seed=int(truth["seed"]), start=truth["start"], days=float(truth["days"]))
+            self.instrument = Instrument(int(truth["seed"]))
         except (OSError, ValueError, KeyError) as exc:
             raise SystemExit(f"{truth_path}: not a suvi-fill synth archive's truth file ({exc})") from None
-        if truth.get("simulator") != sun.simulator_digest():
+        if truth.get("simulator") != simulator_digest():
             raise SystemExit(f"{truth_path}: drawn by another simulator ({truth.get('simulator')}, this code "
-                             f"{sun.simulator_digest()}); draw the archive again")
+                             f"{simulator_digest()}); draw the archive again")
 
     def read(self, slot: int, satellite: int, bands=range(len(WAVELENGTHS))) -> dict:
         "`{band index: (radiance, header)}` of the band files of (`satellite`, `slot`) named by `bands`; keeps the headers."
         out = {}
         for b in bands:
-            path = sun.archive_path(self.archive, WAVELENGTHS[b], satellite, slot)
+            path = archive_path(self.archive, WAVELENGTHS[b], satellite, slot)
             try:
                 out[b] = fits.read_l2(path)
             except (OSError, ValueError) as exc:
@@ -109,9 +112,9 @@ class Renderer:
         """True radiance (6, H, W) at `slot` seen with the pointing `satellite` had at `geometry_slot`,
         calibrated as that satellite observes, without noise."""
         geometry = self.instrument.geometry(geometry_slot, satellite, self.drawn)
-        truth = self.model.render((slot + 0.5) * SLOT_SECONDS, geometry, (self.drawn,) * 2)
+        truth = self.instrument.radiance(self.model, (slot + 0.5) * SLOT_SECONDS, geometry, (self.drawn,) * 2)
         gain, offset = self.instrument.gain[satellite], self.instrument.offset[satellite]
-        return np.minimum(gain[:, None, None] * truth + offset[:, None, None], sun.SATURATION)
+        return np.minimum(gain[:, None, None] * truth + offset[:, None, None], SATURATION)
 
     def placed(self, radiance: np.ndarray, headers: dict) -> np.ndarray:
         "Asinh-coded (6, H, W): `radiance` put on the corpus grid as the build puts each band file (0 without one)."
@@ -164,8 +167,8 @@ SHIFTS_PX = (0.01, 0.05)
 def shift_check(renderer: Renderer, satellite: int, slot: int) -> list:
     "Rows `(dx, changed dB (6,), first-order dB (6,))` of the render-consistency table (module docstring)."
     base = renderer.instrument.geometry(slot, satellite, renderer.drawn)
-    shown = lambda g: to_display(renderer.model.render((slot + 0.5) * SLOT_SECONDS, g, (renderer.drawn,) * 2)
-                                 .astype(np.float64))
+    shown = lambda g: to_display(renderer.instrument.radiance(renderer.model, (slot + 0.5) * SLOT_SECONDS, g,
+                                                           (renderer.drawn,) * 2).astype(np.float64))
     a = shown(base)
     slope = np.gradient(a, axis=-1)
     rows = []

@@ -109,7 +109,7 @@ DESCRIPTION = "The SUVI EUV gap filler: corpus, samples, training, bench and ren
 COMMANDS = (
     Command("version", "print the versions of suvi_fill, Python, the platform and the libraries (for a bug report)",
             "suvi_fill.cli:version_command"),
-    Command("synth", "write a synthetic SUVI-L2-style FITS archive", "suvi_fill.sim.sun:synth_command"),
+    Command("synth", "write a synthetic SUVI-L2-style FITS archive", "suvi_fill.sim.synth:synth_command"),
     Command("realism", "hold a synthetic archive's figures against the real EUV references",
             "suvi_fill.sim.realism:realism_command"),
     Command("build", "ingest SUVI L2 FITS files into shards and a manifest", "suvi_fill.archive.ingest:build_command"),

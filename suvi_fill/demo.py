@@ -43,21 +43,21 @@ DEMO_STRETCH = 2 * max(DEMO_GAPS) + 1
 
 # %% ../nbs/suvi_fill/91_demo.ipynb 4
 def _demo_rates():
-    from suvi_fill.sim import sun
-    return sun.OutageRates().scaled(DEMO_OUTAGE_SCALE)
+    from suvi_fill.sim.outages import OutageRates
+    return OutageRates().scaled(DEMO_OUTAGE_SCALE)
 
 # %% ../nbs/suvi_fill/91_demo.ipynb 5
 def _archive_matches(archive: Path, days: float, resolution: int, seed: int) -> bool:
-    "The archive in `archive` was drawn with these settings by this simulator code (`sun.simulator_digest`)."
+    "The archive in `archive` was drawn with these settings by this simulator code (`simulator_digest`)."
     import dataclasses
-    from suvi_fill.sim import sun
+    from suvi_fill.sim.synth import simulator_digest
     try:
         truth = json.loads((archive / "synth_truth.json").read_text())
     except (OSError, ValueError):
         return False
     rates = json.loads(json.dumps(dataclasses.asdict(_demo_rates())))     # tuples as the JSON holds them
     return ((truth.get("seed"), float(truth.get("days", -1)), truth.get("resolution"), truth.get("rates"),
-             truth.get("simulator")) == (seed, float(days), resolution, rates, sun.simulator_digest()))
+             truth.get("simulator")) == (seed, float(days), resolution, rates, simulator_digest()))
 
 # %% ../nbs/suvi_fill/91_demo.ipynb 6
 def _corpus_matches(shards: Path, archive: Path, resolution: int, span_min: int, stretch: int) -> bool:
@@ -78,7 +78,7 @@ def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESO
     "synth -> build -> profile -> inspect into `out`; returns the corpus directory."
     from suvi_fill.corpus import availability
     from suvi_fill.archive import ingest
-    from suvi_fill.sim import sun
+    from suvi_fill.sim.synth import synthesize
     out = Path(out)
     archive, shards = out / "archive", out / "shards"
     kept = _archive_matches(archive, days, resolution, seed)
@@ -87,8 +87,8 @@ def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESO
     else:
         if archive.exists() and (archive / "synth_truth.json").exists():
             shutil.rmtree(archive)                       # an earlier demo archive with other settings
-        summary = sun.synthesize(archive, days=days, resolution=resolution, seed=seed, rates=_demo_rates(),
-                                 progress=progress)
+        summary = synthesize(archive, days=days, resolution=resolution, seed=seed, rates=_demo_rates(),
+                             progress=progress)
         print(f"[synth] wrote {summary['files']} files to {archive}")
     if kept and _corpus_matches(shards, archive, resolution, DEMO_SPAN_MIN, DEMO_STRETCH):   # a new archive: new shards
         print(f"[build] corpus in {shards} is up to date")

@@ -8,7 +8,7 @@ from suvi_fill.corpus import availability
 from suvi_fill.corpus import shards as dataset
 from suvi_fill.physics import timebase as paths
 from suvi_fill.corpus import segments
-from suvi_fill.sim import sun
+from suvi_fill.sim.outages import OK, OutageRates, outage_plan
 from test_suvi_ingest import DAY, write_archive
 
 D0 = paths.first_slot_of_day(DAY)
@@ -18,8 +18,8 @@ D0 = paths.first_slot_of_day(DAY)
 def archive_trace():
     "A 20-day presence trace from the simulator's outage process (eclipses, dual failures, gaps...)."
     first = paths.first_slot_of_day("2024-03-10")
-    status, _, _ = sun.outage_plan(first, 20 * paths.SLOTS_PER_DAY, (16, 18), sun.OutageRates(), 7)
-    present = status == sun.OK
+    status, _, _ = outage_plan(first, 20 * paths.SLOTS_PER_DAY, (16, 18), OutageRates(), 7)
+    present = status == OK
     return availability.Availability(np.arange(first, first + len(present)), (16, 18), present)
 
 

@@ -7,7 +7,7 @@ import pytest
 from conftest import run, tool
 from suvi_fill.archive import ingest
 from suvi_fill.physics import timebase as paths
-from suvi_fill.sim import sun
+from suvi_fill.sim.synth import synthesize
 from suvi_fill.plumbing.errors import OptionError
 
 pytest.importorskip("distributed", reason="dask.distributed is in the suvi_fill extra")
@@ -17,9 +17,9 @@ pytest.importorskip("distributed", reason="dask.distributed is in the suvi_fill 
 def archive(tmp_path_factory):
     "A synthetic 16 px archive of two hours on 2024-03-18 and one on 2024-03-20 (2024-03-19: empty shards)."
     work = tmp_path_factory.mktemp("dask")
-    sun.synthesize(work / "archive", hours=2, resolution=16, progress=False)
+    synthesize(work / "archive", hours=2, resolution=16, progress=False)
     late = work / "late"                                      # and a few frames of the next days
-    sun.synthesize(late, hours=1, resolution=16, progress=False, start="2024-03-20", seed=1)
+    synthesize(late, hours=1, resolution=16, progress=False, start="2024-03-20", seed=1)
     for path in late.rglob("*.fits"):
         target = work / "archive" / "late" / path.name
         target.parent.mkdir(parents=True, exist_ok=True)

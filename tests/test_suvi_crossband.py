@@ -169,10 +169,10 @@ def test_partial_samples_keep_some_bands(fill_corpus):
 def test_fill_with_crossband(fill_corpus, tmp_path):
     import hashlib
     from astropy.io import fits as astropy_fits
-    from suvi_fill.sim import sun
+    from suvi_fill.sim.synth import synthesize
     from suvi_fill.evaluate.fillers import save_crossband
     archive = tmp_path / "archive"
-    sun.synthesize(archive, hours=2, resolution=32, progress=False)
+    synthesize(archive, hours=2, resolution=32, progress=False)
     out = tmp_path / "out"
     refused = run([tool("suvi-fill"), "fill", "--source", str(archive), "--out", str(out), "--filler", "crossband",
                    "--quiet"], env=ENV)

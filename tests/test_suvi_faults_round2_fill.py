@@ -24,9 +24,11 @@ from test_suvi_fill import need
 from test_suvi_train import ENV, corpus, state  # noqa: F401  (corpus is a fixture)
 from suvi_fill.archive import fits
 from suvi_fill.physics import timebase as paths
-from suvi_fill.sim import sun
+from suvi_fill.sim.outages import OutageRates
+from suvi_fill.sim.scene import DEFAULT_START
+from suvi_fill.sim.synth import archive_path, synthesize
 
-FIRST = paths.first_slot_of_day(sun.DEFAULT_START)
+FIRST = paths.first_slot_of_day(DEFAULT_START)
 LOST_171 = (171, 16, FIRST + 10)            # one band of a GOES-16 frame
 LOST_FRAME = (18, FIRST + 20)               # every band of a GOES-18 frame
 
@@ -45,10 +47,10 @@ def archive(tmp_path_factory):
     "A 2-hour 32 px archive with one band of a GOES-16 frame and every band of a GOES-18 frame removed."
     work = tmp_path_factory.mktemp("round2")
     archive = work / "archive"
-    sun.synthesize(archive, hours=2, resolution=32, progress=False, rates=sun.OutageRates().scaled(0))
+    synthesize(archive, hours=2, resolution=32, progress=False, rates=OutageRates().scaled(0))
     (work / "removed").mkdir()
-    lost = [sun.archive_path(archive, *LOST_171)]
-    lost += [sun.archive_path(archive, band, *LOST_FRAME) for band in paths.WAVELENGTHS]
+    lost = [archive_path(archive, *LOST_171)]
+    lost += [archive_path(archive, band, *LOST_FRAME) for band in paths.WAVELENGTHS]
     for path in lost:
         os.replace(path, work / "removed" / path.name)
     return archive

@@ -17,9 +17,11 @@ from conftest import run, tool
 from suvi_fill.archive import fits
 from suvi_fill.archive import ingest
 from suvi_fill.physics import timebase as paths
-from suvi_fill.sim import sun
+from suvi_fill.sim.outages import OutageRates
+from suvi_fill.sim.scene import DEFAULT_START
+from suvi_fill.sim.synth import archive_path, synthesize
 
-FIRST = paths.first_slot_of_day(sun.DEFAULT_START)
+FIRST = paths.first_slot_of_day(DEFAULT_START)
 LOST_171 = (171, 16, FIRST + 10)            # one band of a GOES-16 frame
 LOST_FRAME = (18, FIRST + 20)               # every band of a GOES-18 frame
 
@@ -44,10 +46,10 @@ def filled(tmp_path_factory):
     "A 2-hour 32 px archive with a band, a frame and all of 94 A removed, filled by `linear` through the CLI."
     work = tmp_path_factory.mktemp("fill")
     archive, removed = work / "archive", work / "removed"
-    sun.synthesize(archive, hours=2, resolution=32, progress=False, rates=sun.OutageRates().scaled(0))
+    synthesize(archive, hours=2, resolution=32, progress=False, rates=OutageRates().scaled(0))
     removed.mkdir()
-    lost = [sun.archive_path(archive, *LOST_171)]
-    lost += [sun.archive_path(archive, band, LOST_FRAME[0], LOST_FRAME[1]) for band in paths.WAVELENGTHS]
+    lost = [archive_path(archive, *LOST_171)]
+    lost += [archive_path(archive, band, LOST_FRAME[0], LOST_FRAME[1]) for band in paths.WAVELENGTHS]
     lost += list(archive.rglob("dr_suvi-l2-ci094_*.fits"))
     for path in lost:
         if path.exists():
@@ -66,7 +68,7 @@ def test_fill_writes_each_lost_band_with_the_frames_geometry_and_radiance(filled
     data, header = fits.read_l2(work / "out" / name)
     _, cards = fits.read_l2_raw(work / "out" / name)
     observed, original = fits.read_l2(removed / name)
-    sibling = fits.read_l2(sun.archive_path(archive, 195, satellite, slot))[1]
+    sibling = fits.read_l2(archive_path(archive, 195, satellite, slot))[1]
     for key in ("crpix1", "crpix2", "cdelt1", "cdelt2", "crota", "shape", "time", "dsun_obs", "hglt_obs"):
         assert getattr(header, key) == getattr(sibling, key) == getattr(original, key), key
     assert (header.band, header.satellite, header.slot, header.bunit) == (171, 16, slot, "W m-2 sr-1")
@@ -152,8 +154,8 @@ def test_sunpy_opens_a_filled_file_as_a_suvi_map_with_the_frames_coordinates(fil
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         made = sunpy_map.Map(work / "out" / fits.l2_name(band, satellite, slot))
-        observed = sunpy_map.Map(sun.archive_path(archive, 195, satellite, slot))
-    header = fits.read_l2(sun.archive_path(archive, 195, satellite, slot))[1]
+        observed = sunpy_map.Map(archive_path(archive, 195, satellite, slot))
+    header = fits.read_l2(archive_path(archive, 195, satellite, slot))[1]
     assert type(made).__name__ == "SUVIMap" and made.observatory == "GOES-R"
     assert made.instrument.startswith("GOES-R Series Solar Ultraviolet Imager") and made.detector == "SUVI"
     assert made.wavelength == 171 * u.AA and made.unit == u.Unit("W m-2 sr-1")

@@ -15,7 +15,7 @@ from suvi_fill.archive import fits
 from suvi_fill.archive import ingest
 from suvi_fill.physics import timebase as paths
 from suvi_fill.corpus import segments
-from suvi_fill.sim import sun
+from suvi_fill.sim.synth import simulator_digest
 
 FIXTURE = (ROOT / "tests/data/suvi" /
            "dr_suvi-l2-ci195_g16_s20190403T093200Z_e20190403T093600Z_v1-0-0_rebinned.header")
@@ -255,7 +255,7 @@ def test_demo_runs_the_corpus_stages_idempotently(tmp_path):
     # An archive drawn by other simulator code is drawn again, and its corpus built again.
     truth_path = out / "archive" / "synth_truth.json"
     truth = json.loads(truth_path.read_text())
-    assert truth["simulator"] == sun.simulator_digest()
+    assert truth["simulator"] == simulator_digest()
     truth_path.write_text(json.dumps(dict(truth, simulator="0" * 16)))
     third = run([tool("suvi-fill"), "demo", "--out", str(out), "--until", "corpus", "--quiet"], timeout=1100)
     assert third.returncode == 0, third.stderr

@@ -10,7 +10,13 @@ import pytest
 from conftest import run, tool
 from suvi_fill.physics import timebase as paths
 from suvi_fill.physics import rotation
-from suvi_fill.sim import sun
+from suvi_fill.physics.coding import SATURATION
+from suvi_fill.sim.emission import QUIET_RADIANCE
+from suvi_fill.sim.instrument import FIELD_OF_VIEW_ARCSEC, Instrument
+from suvi_fill.sim.outages import (DROP_BAND, DROP_FRAME, DUAL_FAILURE, ECLIPSE, EMPTY_FILE, FILE_PRESENT, OK,
+                                   SCALED_RATES, SENTINEL_RUN, OutageRates, outage_plan)
+from suvi_fill.sim.scene import Geometry, SunModel, dipole_line, flare_emission
+from suvi_fill.sim.synth import OUTAGES_NAME, TRUTH_NAME, archive_path, synthesize
 from suvi_fill.archive.fits import SENTINEL_VALUE, read_l2, sentinel_fraction
 
 START = "2024-03-18"
@@ -24,9 +30,9 @@ def digest_tree(root: Path) -> dict:
 def archive(tmp_path_factory):
     "Six hours, both satellites, 48 px, with sentinel runs and dual failures made frequent."
     out = tmp_path_factory.mktemp("synth") / "archive"
-    rates = sun.OutageRates(sentinel_runs_per_day=4.0, dual_failures_per_day=2.0, empty_fraction=0.01)
-    summary = sun.synthesize(out, hours=6, resolution=48, seed=4, start="2024-03-21", rates=rates,
-                             progress=False)
+    rates = OutageRates(sentinel_runs_per_day=4.0, dual_failures_per_day=2.0, empty_fraction=0.01)
+    summary = synthesize(out, hours=6, resolution=48, seed=4, start="2024-03-21", rates=rates,
+                         progress=False)
     return out, summary
 
 
@@ -34,11 +40,11 @@ def archive(tmp_path_factory):
 
 
 def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
-    a = sun.synthesize(tmp_path / "a", hours=0.5, resolution=32, seed=11, progress=False)
-    b = sun.synthesize(tmp_path / "b", hours=0.5, resolution=32, seed=11, progress=False)
-    c = sun.synthesize(tmp_path / "c", hours=0.5, resolution=32, seed=12, progress=False)
+    a = synthesize(tmp_path / "a", hours=0.5, resolution=32, seed=11, progress=False)
+    b = synthesize(tmp_path / "b", hours=0.5, resolution=32, seed=11, progress=False)
+    c = synthesize(tmp_path / "c", hours=0.5, resolution=32, seed=12, progress=False)
     tree_a, tree_b, tree_c = (digest_tree(tmp_path / n) for n in "abc")
-    truth = sun.TRUTH_NAME
+    truth = TRUTH_NAME
     assert tree_a.keys() == tree_b.keys() and len(tree_a) > 20
     # Everything identical but the recorded run time.
     assert all(tree_a[k] == tree_b[k] for k in tree_a if k != truth)
@@ -49,12 +55,14 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
 
 
 def test_frames_do_not_depend_on_what_was_rendered_before():
-    model, instrument = sun.SunModel(3, START, 2), sun.Instrument(3)
+    model, instrument = SunModel(3, START, 2), Instrument(3)
     slot = paths.first_slot_of_day(START) + 200
     geometry = instrument.geometry(slot, 18, 40)
-    first = instrument.observe(model.render((slot + 0.5) * paths.SLOT_SECONDS, geometry, (40, 40)), slot, 18, geometry)
-    model.render((slot + 9.5) * paths.SLOT_SECONDS, geometry, (40, 40))
-    again = instrument.observe(model.render((slot + 0.5) * paths.SLOT_SECONDS, geometry, (40, 40)), slot, 18, geometry)
+    first = instrument.observe(instrument.radiance(model, (slot + 0.5) * paths.SLOT_SECONDS, geometry, (40, 40)),
+                               slot, 18, geometry)
+    instrument.radiance(model, (slot + 9.5) * paths.SLOT_SECONDS, geometry, (40, 40))
+    again = instrument.observe(instrument.radiance(model, (slot + 0.5) * paths.SLOT_SECONDS, geometry, (40, 40)),
+                               slot, 18, geometry)
     assert np.array_equal(first, again)
 
 
@@ -62,7 +70,7 @@ def test_frames_do_not_depend_on_what_was_rendered_before():
 
 
 def _single_plage_model(latitude, lon0):
-    model = sun.SunModel(0, START, 3)
+    model = SunModel(0, START, 3)
     model.flares = []
     model.regions = [dict(lat=latitude, lon0=lon0, peak_day=1.0, life_days=1e6, envelope_em=0.0, core_em=0.0,
                           size=0.04, tilt=0.0, envelope_logt=6.3, core_logt=6.5)]
@@ -71,10 +79,10 @@ def _single_plage_model(latitude, lon0):
 
 def _measured_longitude(model, day, resolution=256):
     "Central-meridian longitude of the plage measured from a rendered 304 image (centroid)."
-    cdelt = sun.FIELD_OF_VIEW_ARCSEC / resolution
-    geometry = sun.Geometry((resolution + 1) / 2, (resolution + 1) / 2, cdelt, cdelt, 0.0)
+    cdelt = FIELD_OF_VIEW_ARCSEC / resolution
+    geometry = Geometry((resolution + 1) / 2, (resolution + 1) / 2, cdelt, cdelt, 0.0)
     when = model.t0 + day * 86_400.0
-    image = model.render(when, geometry, (resolution, resolution), components=("regions",), psf=False)
+    image = model.render(when, geometry, (resolution, resolution), components=("regions",))
     plage = image[paths.WAVELENGTHS.index(304)]
     rows, cols = np.mgrid[0:resolution, 0:resolution]
     weight = plage / plage.sum()
@@ -116,10 +124,10 @@ def test_howard_coefficients():
 
 
 def test_bands_are_correlated_but_not_copies_and_levels_are_realistic():
-    model, instrument = sun.SunModel(0, START, 2), sun.Instrument(0)
+    model, instrument = SunModel(0, START, 2), Instrument(0)
     slot = paths.first_slot_of_day(START) + 90
     geometry = instrument.geometry(slot, 16, 128)
-    truth = model.render((slot + 0.5) * paths.SLOT_SECONDS, geometry, (128, 128))
+    truth = instrument.radiance(model, (slot + 0.5) * paths.SLOT_SECONDS, geometry, (128, 128))
     index = paths.BAND_INDEX
     radius = paths.solar_radius_arcsec((slot + 0.5) * paths.SLOT_SECONDS) / geometry.cdelt1
     rows, cols = np.mgrid[0:128, 0:128]
@@ -133,10 +141,10 @@ def test_bands_are_correlated_but_not_copies_and_levels_are_realistic():
     # The real 195 A frame: IMG_MEAN 0.22 over the 3200" field, SAT_THR 12000.
     mean_195 = truth[index[195]].mean()
     assert 0.1 < mean_195 < 0.6
-    assert truth.max() < sun.SATURATION
+    assert truth.max() < SATURATION
     # Limb brightening in the optically thin bands, not in 304; corona beyond the limb.
-    quiet = sun.SunModel(0, START, 2).render((slot + 0.5) * paths.SLOT_SECONDS, geometry, (128, 128),
-                                             components=("disk", "corona"), psf=False)
+    quiet = SunModel(0, START, 2).render((slot + 0.5) * paths.SLOT_SECONDS, geometry, (128, 128),
+                                         components=("disk", "corona"))
     centre, limb, above = rho < 0.5, (rho > 0.88) & (rho < 0.96), (rho > 1.05) & (rho < 1.15)
     brightening = {b: quiet[index[b]][limb].mean() / quiet[index[b]][centre].mean() for b in paths.WAVELENGTHS}
     for band in (171, 195, 284):
@@ -150,10 +158,10 @@ def test_bands_are_correlated_but_not_copies_and_levels_are_realistic():
 def test_flares_brighten_the_hot_bands_first():
     flare = dict(start_day=0.0, em=300.0, rise_min=5.0, decay_min=30.0, cool_min=20.0)
     minutes = np.arange(0.0, 240.0, 0.5)
-    curves = np.array([sun.SunModel.flare_emission(flare, m / 1440.0) for m in minutes])
+    curves = np.array([flare_emission(flare, m / 1440.0) for m in minutes])
     peak = dict(zip(paths.WAVELENGTHS, minutes[curves.argmax(0)]))
     assert max(peak[94], peak[131]) < min(peak[171], peak[195], peak[284])
-    quiet = np.array([sun.QUIET_RADIANCE[b] for b in paths.WAVELENGTHS])
+    quiet = np.array([QUIET_RADIANCE[b] for b in paths.WAVELENGTHS])
     rise = curves[minutes == 6.0][0] / quiet
     assert rise[paths.BAND_INDEX[131]] > 100 * rise[paths.BAND_INDEX[171]]
 
@@ -165,7 +173,7 @@ def _only(**kwargs):
     quiet = dict(band_drops_per_day=0.0, frame_drops_per_day=0.0, empty_fraction=0.0, sentinel_runs_per_day=0.0,
                  dual_failures_per_day=0.0, gaps_per_day=0.0, eclipses=False)
     quiet.update(kwargs)
-    return sun.OutageRates(**quiet)
+    return OutageRates(**quiet)
 
 
 def _runs(mask):
@@ -182,11 +190,11 @@ N = DAYS * paths.SLOTS_PER_DAY
 
 def test_frame_and_band_drops_follow_their_rates():
     rates = _only(frame_drops_per_day=4.0, band_drops_per_day=3.0)
-    status, _, _ = sun.outage_plan(FIRST, N, rates=rates, seed=1)
-    frame = (status == sun.DROP_FRAME).all(axis=2)
+    status, _, _ = outage_plan(FIRST, N, rates=rates, seed=1)
+    frame = (status == DROP_FRAME).all(axis=2)
     expected = 1 - math.exp(-4.0 * 1.5 / paths.SLOTS_PER_DAY)
     assert frame.mean() == pytest.approx(expected, rel=0.12)
-    band = (status == sun.DROP_BAND)
+    band = (status == DROP_BAND)
     # A band drop hits one band: most band-dropped slots keep other bands.
     assert (band.sum(axis=2) == 1).sum() > 0.9 * (band.sum(axis=2) >= 1).sum()
     expected_band = (1 - math.exp(-3.0 * 2.0 / paths.SLOTS_PER_DAY)) * (1 - expected)
@@ -194,7 +202,7 @@ def test_frame_and_band_drops_follow_their_rates():
 
 
 def test_sentinel_runs_are_hours_long_at_their_rate():
-    status, _, events = sun.outage_plan(FIRST, N, rates=_only(sentinel_runs_per_day=0.4), seed=2)
+    status, _, events = outage_plan(FIRST, N, rates=_only(sentinel_runs_per_day=0.4), seed=2)
     runs = [e for e in events if e["kind"] == "sentinel run" and 0 < e["first_slot"] - FIRST
             and e["first_slot"] - FIRST + e["slots"] < N]
     assert len(runs) / (2 * DAYS) == pytest.approx(0.4, rel=0.2)
@@ -204,8 +212,8 @@ def test_sentinel_runs_are_hours_long_at_their_rate():
 
 
 def test_dual_failures_hit_both_satellites_together():
-    status, _, events = sun.outage_plan(FIRST, N, rates=_only(dual_failures_per_day=0.5), seed=3)
-    dual = status == sun.DUAL_FAILURE
+    status, _, events = outage_plan(FIRST, N, rates=_only(dual_failures_per_day=0.5), seed=3)
+    dual = status == DUAL_FAILURE
     assert np.array_equal(dual[:, 0], dual[:, 1])
     duals = [e for e in events if e["kind"] == "dual-satellite failure"]
     assert all(e["satellites"] == [16, 18] for e in duals)
@@ -213,13 +221,13 @@ def test_dual_failures_hit_both_satellites_together():
     lengths = np.array([e["slots"] for e in duals])
     assert lengths.min() >= 2 and lengths.max() <= 90
     # Independent per-satellite causes almost never coincide the same way.
-    frames, _, _ = sun.outage_plan(FIRST, N, rates=_only(frame_drops_per_day=4.0), seed=3)
-    both = ((frames[:, 0] == sun.DROP_FRAME).all(1) & (frames[:, 1] == sun.DROP_FRAME).all(1)).mean()
-    assert both < 0.1 * (frames[:, 0] == sun.DROP_FRAME).all(1).mean()
+    frames, _, _ = outage_plan(FIRST, N, rates=_only(frame_drops_per_day=4.0), seed=3)
+    both = ((frames[:, 0] == DROP_FRAME).all(1) & (frames[:, 1] == DROP_FRAME).all(1)).mean()
+    assert both < 0.1 * (frames[:, 0] == DROP_FRAME).all(1).mean()
 
 
 def test_multi_day_gaps():
-    status, _, events = sun.outage_plan(FIRST, 400 * paths.SLOTS_PER_DAY, rates=_only(gaps_per_day=1 / 40), seed=4)
+    status, _, events = outage_plan(FIRST, 400 * paths.SLOTS_PER_DAY, rates=_only(gaps_per_day=1 / 40), seed=4)
     gaps = [e for e in events if e["kind"] == "multi-day gap"]
     assert 5 <= len(gaps) <= 40
     inner = [e for e in gaps if e["first_slot"] > FIRST]
@@ -230,7 +238,7 @@ def test_multi_day_gaps():
 
 def test_geo_eclipse_seasons():
     year = paths.first_slot_of_day("2023-01-01")
-    status, degraded, events = sun.outage_plan(year, 365 * paths.SLOTS_PER_DAY, rates=_only(eclipses=True), seed=5)
+    status, degraded, events = outage_plan(year, 365 * paths.SLOTS_PER_DAY, rates=_only(eclipses=True), seed=5)
     eclipses = [e for e in events if e["kind"] == "eclipse"]
     equinoxes = [paths.unix_seconds("2023-03-20T21:24"), paths.unix_seconds("2023-09-23T06:50")]
     midnight = {16: 5 + 1 / 60, 18: 9 + 8 / 60}
@@ -246,7 +254,7 @@ def test_geo_eclipse_seasons():
     per_satellite = {s: sum(e["satellites"] == [s] for e in eclipses) for s in (16, 18)}
     assert all(80 <= n <= 96 for n in per_satellite.values()), per_satellite
     assert degraded.sum() == 2 * sum(per_satellite.values())
-    assert not (status == sun.ECLIPSE).any(axis=(1, 2))[paths.SLOTS_PER_DAY * 140:paths.SLOTS_PER_DAY * 220].any()
+    assert not (status == ECLIPSE).any(axis=(1, 2))[paths.SLOTS_PER_DAY * 140:paths.SLOTS_PER_DAY * 220].any()
 
 
 # ---------------------------------------------------------------- the archive
@@ -254,7 +262,7 @@ def test_geo_eclipse_seasons():
 
 def test_files_match_the_outage_plan(archive):
     out, summary = archive
-    plan = np.load(out / sun.OUTAGES_NAME)
+    plan = np.load(out / OUTAGES_NAME)
     status, degraded = plan["status"], plan["degraded"]
     first = int(plan["first_slot"])
     assert status.shape == (summary["slots"], 2, 6) and list(plan["satellites"]) == [16, 18]
@@ -262,8 +270,8 @@ def test_files_match_the_outage_plan(archive):
     for k in range(status.shape[0]):
         for s, sat in enumerate((16, 18)):
             for i, band in enumerate(paths.WAVELENGTHS):
-                path = sun.archive_path(out, band, sat, first + k)
-                assert path.exists() == sun.FILE_PRESENT[status[k, s, i]], (k, sat, band, status[k, s, i])
+                path = archive_path(out, band, sat, first + k)
+                assert path.exists() == FILE_PRESENT[status[k, s, i]], (k, sat, band, status[k, s, i])
                 present += path.exists()
     assert present == summary["files"] == len(list(out.rglob("*.fits")))
     assert sum(summary["band_frames"].values()) == status.size
@@ -271,66 +279,66 @@ def test_files_match_the_outage_plan(archive):
 
 def test_sentinel_runs_are_present_as_files(archive):
     out, summary = archive
-    plan = np.load(out / sun.OUTAGES_NAME)
+    plan = np.load(out / OUTAGES_NAME)
     status, first = plan["status"], int(plan["first_slot"])
-    runs = [r for s in range(2) for r in _runs((status[:, s] == sun.SENTINEL_RUN).all(axis=1))]
+    runs = [r for s in range(2) for r in _runs((status[:, s] == SENTINEL_RUN).all(axis=1))]
     assert runs, "no sentinel run drawn"
     assert max(length for _, length in runs) >= 15               # at least one hour-long run in the archive
     s, band = 0, 195
-    k = next(k for k in range(status.shape[0]) if (status[k] == sun.SENTINEL_RUN).any())
-    s = int(np.flatnonzero((status[k] == sun.SENTINEL_RUN).any(axis=1))[0])
-    data, header = read_l2(sun.archive_path(out, band, (16, 18)[s], first + k))
+    k = next(k for k in range(status.shape[0]) if (status[k] == SENTINEL_RUN).any())
+    s = int(np.flatnonzero((status[k] == SENTINEL_RUN).any(axis=1))[0])
+    data, header = read_l2(archive_path(out, band, (16, 18)[s], first + k))
     assert sentinel_fraction(data) == 1.0 and (data == SENTINEL_VALUE).all()
     assert not header.empty and header.img_max == SENTINEL_VALUE
 
 
 def test_clean_empty_and_degraded_frames(archive):
     out, summary = archive
-    plan = np.load(out / sun.OUTAGES_NAME)
+    plan = np.load(out / OUTAGES_NAME)
     status, degraded, first = plan["status"], plan["degraded"], int(plan["first_slot"])
-    k, s, i = map(int, np.argwhere(status == sun.OK)[len(np.argwhere(status == sun.OK)) // 2])
-    data, header = read_l2(sun.archive_path(out, paths.WAVELENGTHS[i], (16, 18)[s], first + k))
+    k, s, i = map(int, np.argwhere(status == OK)[len(np.argwhere(status == OK)) // 2])
+    data, header = read_l2(archive_path(out, paths.WAVELENGTHS[i], (16, 18)[s], first + k))
     assert np.isfinite(data).all() and sentinel_fraction(data) == 0.0 and not header.empty
     assert header.slot == first + k and header.shape == (48, 48)
     assert header.cdelt1 == pytest.approx(3200.0 / 48)
-    expected = sun.Instrument(4).geometry(first + k, (16, 18)[s], 48)
+    expected = Instrument(4).geometry(first + k, (16, 18)[s], 48)
     assert (header.crpix1, header.crpix2, header.crota) == pytest.approx((expected.crpix1, expected.crpix2,
                                                                          expected.crota))
     assert header.crpix1 != 24.5 and header.crota != 0.0
     assert header.degraded == bool(degraded[k, s])
-    empties = np.argwhere(status == sun.EMPTY_FILE)
+    empties = np.argwhere(status == EMPTY_FILE)
     assert len(empties)
     k, s, i = map(int, empties[0])
-    data, header = read_l2(sun.archive_path(out, paths.WAVELENGTHS[i], (16, 18)[s], first + k))
+    data, header = read_l2(archive_path(out, paths.WAVELENGTHS[i], (16, 18)[s], first + k))
     assert header.empty and not data.any()
 
 
 def test_recorded_calibration_is_what_the_data_show(archive):
     out, summary = archive
     truth = summary["calibration"]
-    recorded = json.loads((out / sun.TRUTH_NAME).read_text())["calibration"]
+    recorded = json.loads((out / TRUTH_NAME).read_text())["calibration"]
     assert recorded == truth and set(truth) == {"16", "18", "18/16"}
-    plan = np.load(out / sun.OUTAGES_NAME)
+    plan = np.load(out / OUTAGES_NAME)
     status, first = plan["status"], int(plan["first_slot"])
-    both = np.flatnonzero((status == sun.OK).all(axis=(1, 2)))
+    both = np.flatnonzero((status == OK).all(axis=(1, 2)))
     assert len(both) >= 10
     for i, band in enumerate(paths.WAVELENGTHS):
         sums = {}
         for s, sat in enumerate((16, 18)):
             total = 0.0
             for k in both:
-                data, _ = read_l2(sun.archive_path(out, band, sat, first + int(k)))
+                data, _ = read_l2(archive_path(out, band, sat, first + int(k)))
                 total += float(data.sum(dtype=np.float64)) - data.size * truth[str(sat)]["offset"][str(band)]
             sums[sat] = total
         assert sums[18] / sums[16] == pytest.approx(truth["18/16"]["gain"][str(band)], rel=0.01), band
 
 
 def test_disk_centre_in_the_data_is_crpix():
-    instrument = sun.Instrument(8)
-    model = sun.SunModel(8, START, 1)
+    instrument = Instrument(8)
+    model = SunModel(8, START, 1)
     slot = paths.first_slot_of_day(START) + 33
     geometry = instrument.geometry(slot, 16, 128)
-    image = model.render((slot + 0.5) * paths.SLOT_SECONDS, geometry, (128, 128), components=("disk",), psf=False)
+    image = model.render((slot + 0.5) * paths.SLOT_SECONDS, geometry, (128, 128), components=("disk",))
     disk = image[paths.BAND_INDEX[304]] > 0
     rows, cols = np.nonzero(disk)
     assert cols.mean() + 1 == pytest.approx(geometry.crpix1, abs=0.1)
@@ -339,10 +347,10 @@ def test_disk_centre_in_the_data_is_crpix():
 
 @pytest.mark.parametrize("resolution", [640, 1280])
 def test_full_resolutions_render(resolution):
-    model, instrument = sun.SunModel(0, START, 1), sun.Instrument(0)
+    model, instrument = SunModel(0, START, 1), Instrument(0)
     slot = paths.first_slot_of_day(START) + 10
     geometry = instrument.geometry(slot, 18, resolution)
-    truth = model.render((slot + 0.5) * paths.SLOT_SECONDS, geometry, (resolution, resolution))
+    truth = instrument.radiance(model, (slot + 0.5) * paths.SLOT_SECONDS, geometry, (resolution, resolution))
     assert truth.shape == (6, resolution, resolution) and np.isfinite(truth).all()
     assert 0.1 < truth[paths.BAND_INDEX[195]].mean() < 0.6
 
@@ -358,7 +366,7 @@ def test_synth_command_end_to_end(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "wrote" in result.stdout and "synth 32px: " in result.stderr         # progress lines on stderr
     assert "\r" not in result.stderr                                            # not a bar: the output is a pipe
-    summary = json.loads((out / sun.TRUTH_NAME).read_text())
+    summary = json.loads((out / TRUTH_NAME).read_text())
     assert summary["start"] == "2024-09-20" and summary["slots"] == 90 and summary["resolution"] == 32
     files = sorted(out.rglob("*.fits"))
     assert len(files) == summary["files"] > 0
@@ -384,9 +392,9 @@ def test_synth_command_refuses_bad_input(tmp_path):
 
 
 def test_scaled_rates_keep_run_lengths_and_eclipses():
-    calm = sun.OutageRates().scaled(0.2)
-    base = sun.OutageRates()
-    for name in sun.SCALED_RATES:
+    calm = OutageRates().scaled(0.2)
+    base = OutageRates()
+    for name in SCALED_RATES:
         assert getattr(calm, name) == pytest.approx(0.2 * getattr(base, name)), name
     assert (calm.band_drop_mean_slots, calm.sentinel_hours, calm.dual_slots, calm.eclipses) == \
         (base.band_drop_mean_slots, base.sentinel_hours, base.dual_slots, base.eclipses)
@@ -396,10 +404,10 @@ def test_scaled_rates_keep_run_lengths_and_eclipses():
     start = paths.first_slot_of_day("2024-03-18")                  # eclipse season
     runs = {}
     for scale in (1.0, 0.2):
-        status, _, events = sun.outage_plan(start, 20 * paths.SLOTS_PER_DAY, rates=base.scaled(scale), seed=0)
+        status, _, events = outage_plan(start, 20 * paths.SLOTS_PER_DAY, rates=base.scaled(scale), seed=0)
         lengths = []
         for s in range(status.shape[1]):
-            clean = (status[:, s] == sun.OK).all(axis=1)
+            clean = (status[:, s] == OK).all(axis=1)
             edges = np.flatnonzero(np.diff(np.r_[0, clean.astype(int), 0]))
             lengths.extend(edges[1::2] - edges[::2])
         runs[scale] = np.mean(lengths)
@@ -413,7 +421,7 @@ def test_synth_command_outage_scale(tmp_path):
     result = run([tool("suvi-fill"), "synth", "--out", str(out), "--hours", "2", "--resolution", "16",
                   "--outage-scale", "0.5", "--quiet"])
     assert result.returncode == 0, result.stderr
-    recorded = json.loads((out / sun.TRUTH_NAME).read_text())["rates"]
+    recorded = json.loads((out / TRUTH_NAME).read_text())["rates"]
     assert recorded["band_drops_per_day"] == 1.5 and recorded["frame_drops_per_day"] == 2.0
     bad = run([tool("suvi-fill"), "synth", "--out", str(tmp_path / "bad"), "--hours", "1", "--outage-scale", "-2"])
     assert bad.returncode == 2 and "--outage-scale" in bad.stderr and not (tmp_path / "bad").exists()
@@ -425,13 +433,14 @@ def test_synth_command_outage_scale(tmp_path):
 def _demo_frames(band, count=4, resolution=64, seed=0):
     "`count` noisy frames of `band` over 8 days at `resolution`, as realism SolarImages (calibration undone)."
     from suvi_fill.sim import realism
-    model, instrument = sun.SunModel(seed, START, 8.0), sun.Instrument(seed)
+    model, instrument = SunModel(seed, START, 8.0), Instrument(seed)
     first, i, frames = paths.first_slot_of_day(START), paths.BAND_INDEX[band], []
     for k in np.linspace(0, 8 * paths.SLOTS_PER_DAY - 1, count).astype(int):
         slot = first + int(k)
         geometry = instrument.geometry(slot, 16, resolution)
         when = (slot + 0.5) * paths.SLOT_SECONDS
-        observed = instrument.observe(model.render(when, geometry, (resolution, resolution)), slot, 16, geometry)
+        observed = instrument.observe(instrument.radiance(model, when, geometry, (resolution, resolution)),
+                                      slot, 16, geometry)
         data = (observed[i] - instrument.offset[16][i]) / instrument.gain[16][i]
         frames.append(realism.SolarImage(data.astype(np.float64), (geometry.crpix1 - 1, geometry.crpix2 - 1),
                                          paths.solar_radius_arcsec(when) / geometry.cdelt1, geometry.cdelt1))
@@ -449,11 +458,11 @@ def test_realism_at_the_demo_resolution():
 
 
 def test_171_and_195_are_coupled_but_not_copies():
-    model, instrument = sun.SunModel(2, START, 2), sun.Instrument(2)
+    model, instrument = SunModel(2, START, 2), Instrument(2)
     slot = paths.first_slot_of_day(START) + 120
     geometry = instrument.geometry(slot, 16, 256)
     when = (slot + 0.5) * paths.SLOT_SECONDS
-    truth = model.render(when, geometry, (256, 256))
+    truth = instrument.radiance(model, when, geometry, (256, 256))
     radius = paths.solar_radius_arcsec(when) / geometry.cdelt1
     rows, cols = np.mgrid[0:256, 0:256]
     disk = np.hypot(cols + 1 - geometry.crpix1, rows + 1 - geometry.crpix2) / radius < 0.9
@@ -462,17 +471,17 @@ def test_171_and_195_are_coupled_but_not_copies():
 
 
 def test_loops_follow_dipole_field_lines_and_reach_above_the_limb():
-    along, up, _ = sun.dipole_line([0.03, 0.1], 0.02)
+    along, up, _ = dipole_line([0.03, 0.1], 0.02)
     lines = np.array([0.03, 0.1])[:, None]
     r2 = along ** 2 + (up + 0.02) ** 2                 # r = L sin^2(theta): r^3 = L^2 (r sin theta)^2... on the line
     sin2 = (up + 0.02) ** 2 / r2
     assert np.allclose(np.sqrt(r2), lines * sin2, rtol=1e-6)
     region = dict(lat=10.0, lon0=89.0, peak_day=0.0, life_days=1e6, envelope_em=0.0, core_em=0.0, size=0.06,
                   tilt=0.0, envelope_logt=6.3, core_logt=6.5)
-    model = sun.SunModel(0, START, 1)
+    model = SunModel(0, START, 1)
     model.regions, model.flares = [region], []
-    geometry = sun.Geometry(128.5, 128.5, sun.FIELD_OF_VIEW_ARCSEC / 256, sun.FIELD_OF_VIEW_ARCSEC / 256)
-    image = model.render(model.t0, geometry, (256, 256), components=("loops",), psf=False)
+    geometry = Geometry(128.5, 128.5, FIELD_OF_VIEW_ARCSEC / 256, FIELD_OF_VIEW_ARCSEC / 256)
+    image = model.render(model.t0, geometry, (256, 256), components=("loops",))
     radius = paths.solar_radius_arcsec(model.t0) / geometry.cdelt1
     rows, cols = np.mgrid[0:256, 0:256]
     rho = np.hypot(cols + 1 - 128.5, rows + 1 - 128.5) / radius
