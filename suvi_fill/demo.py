@@ -234,7 +234,7 @@ def render_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu",
     "Render `DEMO_FRAMES` RGB frames of GOES-16 around its first lost 171 Å frame, and their movie."
     from suvi_fill.plumbing.files import atomic_write_json
     from suvi_fill.corpus import shards as dataset
-    from suvi_fill.physics import timebase as paths
+    from suvi_fill.physics import timebase
     from suvi_fill.evaluate import render
     from suvi_fill.corpus.reader import Corpus
     from suvi_fill.evaluate.fillers import make_filler
@@ -243,7 +243,7 @@ def render_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu",
         shutil.rmtree(where)                      # a few frames: always redone, cleanly
     names = sorted(n for n, info in Corpus.open(shards).listed.items() if int(info["satellite"]) == 16)
     with dataset.Shard(shards / names[0]) as shard:
-        lost = [int(s) for s, p in zip(shard.slots, shard.present[:, paths.BAND_INDEX[171]]) if not p]
+        lost = [int(s) for s, p in zip(shard.slots, shard.present[:, timebase.BAND_INDEX[171]]) if not p]
         start = (lost[0] if lost else int(shard.slots[0])) - DEMO_FRAMES // 3
     filler = make_filler("learned", checkpoint=checkpoint, device=device)
     index = render.render_frames(shards, 16, start, start + DEMO_FRAMES, DEMO_RGB, filler, where,

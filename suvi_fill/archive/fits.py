@@ -20,7 +20,8 @@ from astropy.io.fits.card import _format_value
 from astropy.io.fits.verify import VerifyWarning
 
 from suvi_fill.physics.timebase import (SATELLITES, SLOT_SECONDS, WAVELENGTHS, as_datetime, format_stamp, parse_stamp,
-                             slot_of, solar_b0, solar_radius_arcsec, sun_distance_m, time_of)
+                                        slot_of, time_of)
+from suvi_fill.physics.ephemeris import solar_b0, solar_radius_arcsec, sun_distance_m
 from suvi_fill.physics.coding import SATURATION
 from suvi_fill.plumbing.errors import InvalidData
 from suvi_fill.plumbing.files import atomic_write

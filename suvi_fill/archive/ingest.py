@@ -28,7 +28,7 @@ from suvi_fill.corpus import shards as dataset
 
 from suvi_fill.archive import fits
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 
 from suvi_fill.corpus import segments
 from suvi_fill.plumbing.errors import InvalidData, MissingData, OptionError
@@ -178,10 +178,10 @@ def _group_sources(files, report) -> dict:
         except ValueError as exc:
             _skip(report, path, str(exc))
             continue
-        if name.satellite not in paths.SATELLITES:
-            _skip(report, path, f"satellite GOES-{name.satellite} is not one of {paths.SATELLITES}")
+        if name.satellite not in timebase.SATELLITES:
+            _skip(report, path, f"satellite GOES-{name.satellite} is not one of {timebase.SATELLITES}")
             continue
-        groups[(paths.day_of_slot(name.slot), name.satellite)].append((name.slot, name.band, path))
+        groups[(timebase.day_of_slot(name.slot), name.satellite)].append((name.slot, name.band, path))
     return groups
 
 # %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 15
@@ -460,7 +460,7 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
     if not 8 <= resolution <= 4096:
         raise OptionError(f"--resolution {resolution}: must be between 8 and 4096 pixels")
     first, last = min(d for d, _ in groups), max(d for d, _ in groups)
-    days = paths.days_from(first, (paths.as_day(last) - paths.as_day(first)).days + 1)
+    days = timebase.days_from(first, (timebase.as_day(last) - timebase.as_day(first)).days + 1)
     satellites = sorted({s for _, s in groups})
     with directory_lock(out, log=log):
         remove_leftovers(out, log=log)
@@ -509,7 +509,7 @@ def _read_frame(path, slot: int) -> tuple:
     data, header = fits.read_l2(path)
     if header.slot != slot:
         raise fits.L2FormatError(f"{path.name}: DATE-OBS {header.time:%Y-%m-%dT%H:%M:%S} is not in the "
-                                 f"slot of the file name ({paths.time_of(slot):%H:%M})")
+                                 f"slot of the file name ({timebase.time_of(slot):%H:%M})")
     return data, header
 
 # %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 38
@@ -520,7 +520,7 @@ FILLED_REASON = "FILLED = T: a band suvi-fill fill made, not an observation"
 def _ingest_one(writer, slot, band, path, resolution, report) -> None:
     """Read, vet and place one file into `writer`; an unreadable, misplaced or sign-flipped one is
     quarantined, never fatal; one `suvi-fill fill` wrote (FILLED = T) is skipped and counted."""
-    b = paths.BAND_INDEX[band]
+    b = timebase.BAND_INDEX[band]
     try:
         data, header = _read_frame(path, slot)
     except (ValueError, OSError, MemoryError) as exc:
@@ -547,7 +547,7 @@ def _ingest_one(writer, slot, band, path, resolution, report) -> None:
             _quarantine(writer, slot, b, path, f"cannot be placed on the corpus grid ({_one_line(exc)[:120]})", report)
             return
         radius = header.radius_arcsec / dataset.plate_scale(resolution)
-        if not writer.add(slot, b, coding.encode(placed), time=paths.unix_seconds(header.time),
+        if not writer.add(slot, b, coding.encode(placed), time=timebase.unix_seconds(header.time),
                           b0=header.b0, radius=radius):
             return                                    # duplicate: counted by the writer
     else:

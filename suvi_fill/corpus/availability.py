@@ -14,7 +14,7 @@ import numpy as np
 
 from suvi_fill.corpus import shards as dataset
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 
 from suvi_fill.corpus import segments
 from suvi_fill.plumbing.errors import InvalidData, MissingData
@@ -38,7 +38,7 @@ def presence_trace(shards: dict, satellites=None) -> dict:
         raise MissingData("no shards to profile; build the corpus with suvi-fill build")
     satellites = sorted({s for _, s in shards}) if satellites is None else [int(s) for s in satellites]
     days = sorted({d for d, _ in shards})
-    first, last = paths.first_slot_of_day(days[0]), paths.first_slot_of_day(days[-1]) + paths.SLOTS_PER_DAY
+    first, last = timebase.first_slot_of_day(days[0]), timebase.first_slot_of_day(days[-1]) + timebase.SLOTS_PER_DAY
     slots = np.arange(first, last, dtype=np.int64)
     present = np.zeros((len(slots), len(satellites), 6), dtype=bool)
     quality = np.full((len(slots), len(satellites), 6), dataset.MISSING, dtype=np.uint8)
@@ -194,7 +194,7 @@ def profile_command(parser):
         print(f"availability model: {model.slots:,} slots, satellites {model.satellites} -> "
               f"{args.shards / AVAILABILITY}")
         for satellite in model.satellites:
-            clean = " ".join(f"{w}:{r:.1%}" for w, r in zip(paths.WAVELENGTHS, rates["clean"][satellite]))
+            clean = " ".join(f"{w}:{r:.1%}" for w, r in zip(timebase.WAVELENGTHS, rates["clean"][satellite]))
             print(f"  g{satellite} clean {clean}; whole frame lost {rates['whole_frame_lost'][satellite]:.1%}")
         print(f"  dual-satellite outage rate {rates['dual_outage']:.2%} of (slot, band); "
               f"{len(model.patterns)} band-loss patterns over {int(model.pattern_counts.sum()):,} frames")

@@ -19,7 +19,7 @@ __all__ = ['BANDS', 'FRAME_KINDS', 'COND_LAYOUT', 'AVAILABLE', 'SAME_SATELLITE',
            'TENSOR_KEYS', 'frame_conditioning', 'conditioning', 'to_tensors', 'pad', 'collate']
 
 # %% ../../nbs/suvi_fill/corpus/46_conditioning.ipynb 3
-#: Bands per frame: 94, 131, 171, 195, 284, 304 Å, in `paths.WAVELENGTHS` order.
+#: Bands per frame: 94, 131, 171, 195, 284, 304 Å, in `timebase.WAVELENGTHS` order.
 BANDS = len(WAVELENGTHS)
 #: The kinds of frame a stack holds, in the order of the one-hot channels.
 FRAME_KINDS = ("target", "anchor", "missing")

@@ -19,7 +19,7 @@ import numpy as np
 
 from suvi_fill.corpus import shards as dataset
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 
 from suvi_fill.corpus import sampler as samples
 
@@ -172,8 +172,8 @@ def _link_or_copy(source, destination):
 # %% ../../nbs/suvi_fill/corpus/47_pool.ipynb 27
 def clip_segments(chosen, days) -> list:
     "The parts of `(satellite, start, end)` segments inside the UTC `days` (consecutive)."
-    low = paths.first_slot_of_day(days[0])
-    high = paths.first_slot_of_day(days[-1]) + paths.SLOTS_PER_DAY
+    low = timebase.first_slot_of_day(days[0])
+    high = timebase.first_slot_of_day(days[-1]) + timebase.SLOTS_PER_DAY
     out = []
     for satellite, start, end in (tuple(s)[-3:] for s in chosen):
         start, end = max(int(start), low), min(int(end), high)
@@ -281,7 +281,7 @@ def windows(days, size) -> list:
     out, current = [], []
     for day in days:
         if current and (len(current) >= size
-                        or paths.first_slot_of_day(day) - paths.first_slot_of_day(current[-1]) != paths.SLOTS_PER_DAY):
+                        or timebase.first_slot_of_day(day) - timebase.first_slot_of_day(current[-1]) != timebase.SLOTS_PER_DAY):
             out.append(current)
             current = []
         current.append(day)
@@ -310,7 +310,7 @@ def produce(shards_dir, out, manifest_path=None, split=None, days=DAYS_PER_SLICE
     manifest_path = manifest_path or os.path.join(shards_dir, segments_module.MANIFEST)
     manifest = _producer_manifest(manifest_path)
     split = split or ("val" if fixed else "train")
-    satellites = tuple(int(s) for s in manifest.get("satellites", paths.SATELLITES))
+    satellites = tuple(int(s) for s in manifest.get("satellites", timebase.SATELLITES))
     chosen = manifest["segments"].get(split)
     if not chosen:
         raise DataError(f"{manifest_path}: split {split!r} has no segments")

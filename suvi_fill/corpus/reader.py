@@ -16,7 +16,7 @@ import numpy as np
 
 from suvi_fill.corpus import shards as dataset
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 from suvi_fill.plumbing.errors import DataError, InvalidData, MissingData
 from suvi_fill.plumbing.lock import LOCK_NAME, is_stale, read_holder
 
@@ -49,8 +49,8 @@ def days_touched(segments) -> list:
     days = set()
     for segment in segments:
         start, end = int(segment[-2]), int(segment[-1])
-        for day_start in range(start - start % paths.SLOTS_PER_DAY, end, paths.SLOTS_PER_DAY):
-            days.add(paths.day_of_slot(day_start))
+        for day_start in range(start - start % timebase.SLOTS_PER_DAY, end, timebase.SLOTS_PER_DAY):
+            days.add(timebase.day_of_slot(day_start))
     return sorted(days)
 
 
@@ -79,8 +79,8 @@ class Calibration:
         "Parse a manifest's `calibration` record; `InvalidData` naming `where` and the field when malformed."
         try:
             fits = {int(w): {int(s): (float(f["gain"]), float(f["offset"]), int(f.get("frames", 0)))
-                             for s, f in record["bands"][str(w)].items()} for w in paths.WAVELENGTHS}
-            reference = int(record.get("reference", next(iter(record["bands"][str(paths.WAVELENGTHS[0])]))))
+                             for s, f in record["bands"][str(w)].items()} for w in timebase.WAVELENGTHS}
+            reference = int(record.get("reference", next(iter(record["bands"][str(timebase.WAVELENGTHS[0])]))))
             return cls(reference, fits, record.get("model", ""), record.get("method", ""))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InvalidData(f"{where}: malformed calibration ({type(exc).__name__}: {exc}); {REBUILD}") from None
@@ -95,7 +95,7 @@ class Calibration:
         """`(gains, offsets)`, float32 (6,): `r_target = gains * r_source + offsets`, per band
         (composing both satellites' fits onto the reference)."""
         gains, offsets = np.ones(6, np.float32), np.zeros(6, np.float32)
-        for b, wavelength in enumerate(paths.WAVELENGTHS):
+        for b, wavelength in enumerate(timebase.WAVELENGTHS):
             fits = self.fits[wavelength]
             if int(source) not in fits or int(target) not in fits:
                 raise InvalidData(f"calibration: band {wavelength} has no fit for g{source} -> g{target}; {REBUILD}")
@@ -221,7 +221,7 @@ class Corpus:
         self.digest = manifest["digest"]
         self.satellites = tuple(int(s) for s in manifest["satellites"])
         self.resolution = int(manifest["resolution"])
-        self.cadence_seconds = int(manifest.get("cadence_seconds", paths.SLOT_SECONDS))
+        self.cadence_seconds = int(manifest.get("cadence_seconds", timebase.SLOT_SECONDS))
         self.span_min = int(manifest["span_min"])
         self.split_stretch = int(manifest.get("split_stretch", 0))
         self.days = list(manifest["days"])
@@ -420,7 +420,7 @@ def _calibration_lines(self) -> list:
     "The gains of each satellite onto the reference."
     cal = self.calibration
     return [f"calibration g{satellite} -> g{cal.reference} gains "
-            + " ".join(f"{w}:{cal.fits[w][satellite][0]:.4f}" for w in paths.WAVELENGTHS)
+            + " ".join(f"{w}:{cal.fits[w][satellite][0]:.4f}" for w in timebase.WAVELENGTHS)
             for satellite in self.satellites if satellite != cal.reference]
 
 # %% ../../nbs/suvi_fill/corpus/41_reader.ipynb 49
@@ -430,7 +430,7 @@ def _describe(self) -> list:
              f"cadence {self.cadence_seconds} s, span_min {self.span_min}",
              f"days: {len(self.days)} ({self.days[0]} .. {self.days[-1]})" if self.days else "days: 0",
              f"satellites: {', '.join(f'g{s}' for s in self.satellites)}",
-             "clean frames per band     " + "  ".join(f"{w:>6}" for w in paths.WAVELENGTHS) + "   complete slots"]
+             "clean frames per band     " + "  ".join(f"{w:>6}" for w in timebase.WAVELENGTHS) + "   complete slots"]
     shards = self.open_shards()
     try:
         for satellite in self.satellites:

@@ -9,7 +9,7 @@ import inspect
 
 import numpy as np
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 
 from suvi_fill.corpus import segments as segments_module
 from suvi_fill.plumbing.errors import DataError, OptionError
@@ -230,7 +230,7 @@ class Sampler:
     `calibration` the corpus manifest's `calibration` (needed for cross-satellite anchors).
     """
 
-    def __init__(self, shards, satellites=paths.SATELLITES, availability=None, seed=0,
+    def __init__(self, shards, satellites=timebase.SATELLITES, availability=None, seed=0,
                  offsets=OFFSETS, segments=None, calibration=None):
         self.shards = dict(shards)
         self.satellites = tuple(int(s) for s in satellites)

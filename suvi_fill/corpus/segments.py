@@ -14,7 +14,7 @@ from suvi_fill.physics import coding
 
 from suvi_fill.corpus import shards as dataset
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 from suvi_fill.corpus.reader import (MANIFEST, MANIFEST_FORMAT, SPLITS, Calibration, Corpus, close_shards, days_touched,
                               manifest_digest, targets_in)
 from suvi_fill.plumbing.errors import InvalidData, MissingData
@@ -177,7 +177,7 @@ def calibrate(shards, satellites, frames: int = CALIBRATION_FRAMES) -> dict:
     """
     reference = int(satellites[0])
     bands = {}
-    for b, wavelength in enumerate(paths.WAVELENGTHS):
+    for b, wavelength in enumerate(timebase.WAVELENGTHS):
         entry = {str(reference): {"gain": 1.0, "offset": 0.0, "frames": 0}}
         for other in satellites[1:]:
             pairs = []
@@ -263,10 +263,10 @@ def make_manifest(shards: dict, span_min: int = SPAN_MIN, ratios=SPLIT_RATIOS, s
     manifest = {
         "format": MANIFEST_FORMAT,
         "satellites": satellites,
-        "wavelengths": list(paths.WAVELENGTHS),
+        "wavelengths": list(timebase.WAVELENGTHS),
         "resolution": resolution,
         "plate_scale_arcsec": dataset.plate_scale(resolution),
-        "cadence_seconds": paths.SLOT_SECONDS,
+        "cadence_seconds": timebase.SLOT_SECONDS,
         "asinh": {"scale": coding.ASINH_SCALE, "range": coding.ASINH_RANGE},
         "span_min": span_min,
         "split_ratios": dict(ratios),

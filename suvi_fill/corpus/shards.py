@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import ephemeris, timebase
 from suvi_fill.physics.coding import ASINH_RANGE, ASINH_SCALE, SATURATION, decode, encode
 from suvi_fill.plumbing.errors import InvalidData, MissingData
 from suvi_fill.plumbing.files import atomic_writer
@@ -48,7 +48,7 @@ SHARD_SUFFIX = ".shard"
 
 def shard_name(day, satellite: int) -> str:
     "File name of the shard of `day` ('YYYY-MM-DD', date or time) and `satellite` (16 or 18)."
-    return f"{paths.as_day(day).isoformat()}_g{int(satellite)}{SHARD_SUFFIX}"
+    return f"{timebase.as_day(day).isoformat()}_g{int(satellite)}{SHARD_SUFFIX}"
 
 # %% ../../nbs/suvi_fill/corpus/40_shards.ipynb 12
 #: Field of view of every corpus frame, arcsec: the L2 composites' 1280 px at 2.5 arcsec.
@@ -62,7 +62,7 @@ def plate_scale(resolution: int) -> float:
 
 def solar_radius_pixels(when, resolution: int) -> float:
     "Apparent solar radius in corpus pixels at time `when`."
-    return paths.solar_radius_arcsec(when) / plate_scale(resolution)
+    return ephemeris.solar_radius_arcsec(when) / plate_scale(resolution)
 
 # %% ../../nbs/suvi_fill/corpus/40_shards.ipynb 15
 MAGIC = b"SUVISHD1"
@@ -76,8 +76,8 @@ def _slot_ephemeris(slots, resolution: int) -> tuple:
     """`(time, b0, radius)` per slot: mid-slot unix seconds (float64), and B0 (degrees) and the
     solar radius (pixels at `resolution`) as float32, evaluated every 30 slots (2 h) and held."""
     n = len(slots)
-    time = (slots * paths.SLOT_SECONDS).astype(np.float64) + paths.SLOT_SECONDS / 2
-    b0 = np.array([paths.solar_b0(float(t)) for t in time[::30]], dtype=np.float32).repeat(30)[:n]
+    time = (slots * timebase.SLOT_SECONDS).astype(np.float64) + timebase.SLOT_SECONDS / 2
+    b0 = np.array([ephemeris.solar_b0(float(t)) for t in time[::30]], dtype=np.float32).repeat(30)[:n]
     radius = np.array([solar_radius_pixels(float(t), resolution) for t in time[::30]],
                       dtype=np.float32).repeat(30)[:n]
     return time, b0, radius
@@ -94,7 +94,7 @@ def _metadata_body(writer) -> tuple:
         writer._hash.update(blocks[-1])
         offset += len(blocks[-1])
     meta = {"format": 1, "day": writer.day, "satellite": writer.satellite, "resolution": writer.resolution,
-            "wavelengths": list(paths.WAVELENGTHS), "dtype": STORE_DTYPE.str, "n_planes": writer._count,
+            "wavelengths": list(timebase.WAVELENGTHS), "dtype": STORE_DTYPE.str, "n_planes": writer._count,
             "plane_offset": PLANE_OFFSET, "arrays": layout, "digest": writer._hash.hexdigest()}
     text = json.dumps(meta, sort_keys=True).encode("utf-8")
     text += b" " * (-len(text) % 8)
@@ -112,10 +112,10 @@ class ShardWriter:
 
     def __init__(self, path, day, satellite: int, resolution: int):
         self.path = Path(path)
-        self.day = paths.as_day(day).isoformat()
+        self.day = timebase.as_day(day).isoformat()
         self.satellite = int(satellite)
         self.resolution = int(resolution)
-        self.slots = np.asarray(paths.slots_of_day(self.day), dtype=np.int64)
+        self.slots = np.asarray(timebase.slots_of_day(self.day), dtype=np.int64)
         n = len(self.slots)
         self.plane = np.full((n, 6), -1, dtype=np.int32)
         self.quality = np.full((n, 6), MISSING, dtype=np.uint8)

@@ -16,7 +16,7 @@ from suvi_fill.corpus import availability as availability_module
 
 from suvi_fill.corpus import shards as dataset
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 
 from suvi_fill.corpus import sampler as samples
 
@@ -227,7 +227,7 @@ def summarise(psnr, lost) -> tuple:
     if not lost.any():
         return None, {}
     per_band = {str(w): round(float(psnr[lost[:, b], b].mean()), 3)
-                for b, w in enumerate(paths.WAVELENGTHS) if lost[:, b].any()}
+                for b, w in enumerate(timebase.WAVELENGTHS) if lost[:, b].any()}
     return round(float(psnr[lost].mean()), 3), per_band
 
 # %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 21
@@ -443,7 +443,7 @@ def format_tables(result: dict) -> str:
     lines = [f"# Filler bench: {result['split']} split, {sides} gaps, manifest {result['manifest'][:12]}, "
              f"{result['resolution']} px", "",
              f"Mean display PSNR (dB) per (sample, lost band); gap = slots to the nearest frame "
-             f"holding the band ({paths.SLOT_SECONDS // 60} min each), {SIDE_DEFINITIONS[sides]}; "
+             f"holding the band ({timebase.SLOT_SECONDS // 60} min each), {SIDE_DEFINITIONS[sides]}; "
              "± one standard error over samples.", "",
              "| filler | " + " | ".join(f"gap {g}" for g in gaps) + " |",
              "|---|" + "---:|" * len(gaps),
@@ -478,11 +478,11 @@ def format_tables(result: dict) -> str:
                                                      for g in gaps) + " |")
     for name in result["fillers"]:
         lines += ["", f"## {name}: per band (dB)", "",
-                  "| gap | " + " | ".join(f"{w} Å" for w in paths.WAVELENGTHS) + " |",
-                  "|---|" + "---:|" * len(paths.WAVELENGTHS)]
+                  "| gap | " + " | ".join(f"{w} Å" for w in timebase.WAVELENGTHS) + " |",
+                  "|---|" + "---:|" * len(timebase.WAVELENGTHS)]
         for gap in gaps:
             bands = result["per_band"][name][gap]
-            lines.append(f"| {gap} | " + " | ".join(cell(bands.get(str(w))) for w in paths.WAVELENGTHS) + " |")
+            lines.append(f"| {gap} | " + " | ".join(cell(bands.get(str(w))) for w in timebase.WAVELENGTHS) + " |")
     return "\n".join(lines) + "\n"
 
 # %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 37
@@ -499,7 +499,7 @@ def plot_bench(result: dict, axis=None):
             axis.plot(*zip(*points), marker="o", label=name, linewidth=2.2 if name == "learned" else 1.4)
     axis.set_xscale("log")
     axis.set_xticks(result["gaps"], [str(g) for g in result["gaps"]])
-    axis.set_xlabel(f"gap (slots of {paths.SLOT_SECONDS // 60} min) to the nearest frame holding the band")
+    axis.set_xlabel(f"gap (slots of {timebase.SLOT_SECONDS // 60} min) to the nearest frame holding the band")
     axis.set_ylabel("display PSNR (dB)")
     axis.set_title(f"fillers on the {result['split']} split "
                    f"(n = {', '.join(str(result['samples'][str(g)]) for g in result['gaps'])})")

@@ -28,7 +28,7 @@ from suvi_fill.archive import fits
 
 from suvi_fill.archive import ingest
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import ephemeris, timebase
 
 from suvi_fill.corpus import sampler as samples
 
@@ -71,19 +71,19 @@ DIGEST_DIGITS = 16
 
 
 def _iso(when) -> str:
-    return paths.as_datetime(when).replace(tzinfo=None).isoformat(timespec="milliseconds")
+    return timebase.as_datetime(when).replace(tzinfo=None).isoformat(timespec="milliseconds")
 
 # %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 10
 def _move_to_slot(header, reference: fits.L2Header, slot: int) -> None:
     "Shift the times of a header borrowed from another slot to `slot`; recompute the ephemeris; drop OBSGEO."
-    shift = paths.time_of(slot) - paths.time_of(reference.slot)
+    shift = timebase.time_of(slot) - timebase.time_of(reference.slot)
     for key in ("DATE-BEG", "DATE-OBS", "DATE-END"):
         if key in header:
-            header[key] = _iso(paths.as_datetime(str(header[key])) + shift)
-    when = paths.as_datetime(str(header["DATE-OBS"]))
-    dsun, b0 = paths.sun_distance_m(when), paths.solar_b0(when)
+            header[key] = _iso(timebase.as_datetime(str(header[key])) + shift)
+    when = timebase.as_datetime(str(header["DATE-OBS"]))
+    dsun, b0 = ephemeris.sun_distance_m(when), ephemeris.solar_b0(when)
     header["DSUN_OBS"], header["HGLT_OBS"], header["SOLAR_B0"] = dsun, b0, -b0
-    header["DIAM_SUN"] = 2.0 * paths.solar_radius_arcsec(when, dsun) / reference.cdelt1
+    header["DIAM_SUN"] = 2.0 * ephemeris.solar_radius_arcsec(when, dsun) / reference.cdelt1
     for key in OBSERVER_KEYS:
         header.remove(key, ignore_missing=True)
 
@@ -194,7 +194,7 @@ def fill_frame(source, satellite: int, slot: int, filler) -> dict | None:
     for b in np.flatnonzero(lost & answered):
         held = [abs(int(t) - int(slot)) for (s, t), p in zip(sample.frames[1:], sample.present[1:, b]) if p]
         gaps[int(b)] = min(held) if held else 0
-    return {"coded": coded, "stored": [paths.WAVELENGTHS[b] for b in np.flatnonzero(own)],
+    return {"coded": coded, "stored": [timebase.WAVELENGTHS[b] for b in np.flatnonzero(own)],
             "filled": [int(b) for b in np.flatnonzero(lost & answered)],
             "unfillable": [int(b) for b in np.flatnonzero(lost & ~answered)], "gaps": gaps}
 
@@ -217,7 +217,7 @@ def _write_band(out: Path, index: ArchiveIndex, result: dict, b: int, satellite:
     if found is None:
         return None
     raw, parsed = found
-    band = paths.WAVELENGTHS[b]
+    band = timebase.WAVELENGTHS[b]
     header = filled_header(raw, parsed, band, satellite, slot, filler.name, digest, result["gaps"][b])
     radiance = unplace(coding.decode(result["coded"][b]), parsed, resolution)
     path = out / header["FILENAME"]
@@ -227,8 +227,8 @@ def _write_band(out: Path, index: ArchiveIndex, result: dict, b: int, satellite:
 
 # %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 21
 def _unfilled(satellite: int, slot: int, bands, reason: str) -> dict:
-    return {"satellite": int(satellite), "slot": int(slot), "time": paths.time_of(slot).isoformat(),
-            "bands": [paths.WAVELENGTHS[b] for b in bands], "reason": reason}
+    return {"satellite": int(satellite), "slot": int(slot), "time": timebase.time_of(slot).isoformat(),
+            "bands": [timebase.WAVELENGTHS[b] for b in bands], "reason": reason}
 
 
 def _fill_day(source, index, out, day_slots, satellites, filler, digest, reach, report, bar) -> None:
@@ -274,13 +274,13 @@ def fill_archive(source, shards_dir, out, filler, checkpoint=None, span: int = 6
     satellites = [int(s) for s in (satellites or corpus.satellites)]
     held = [slot for found in index.slots.values() for slot in (found[0], found[-1])]
     slots = range(max(min(held), slots.start), min(max(held) + 1, slots.stop)) if slots else range(min(held), max(held) + 1)
-    wanted = [s for d in days for s in paths.slots_of_day(d) if s in slots]
+    wanted = [s for d in days for s in timebase.slots_of_day(d) if s in slots]
     report = {"source": index.description, "filler": filler.name,
               "checkpoint": None if checkpoint is None else str(checkpoint), "checkpoint_sha256": digest,
               "frames": len(wanted) * len(satellites), "frames_lost": 0, "files": [], "unfilled": []}
     with progress_bar(total=report["frames"], desc="fill", unit="frame", quiet=not progress) as bar:
         for day in days:
-            day_slots = [s for s in paths.slots_of_day(day) if s in slots]
+            day_slots = [s for s in timebase.slots_of_day(day) if s in slots]
             if not day_slots:
                 continue
             near = set(segments.days_touched([(day_slots[0] - reach, day_slots[-1] + reach)]))
@@ -350,8 +350,8 @@ def _slot_range(args):
     "The `range` of slots --start/--end give, None for the whole archive."
     if args.start is None and args.end is None:
         return None
-    start = paths.slot_of(args.start) if args.start is not None else 0
-    end = paths.slot_of(args.end) if args.end is not None else 2 ** 40
+    start = timebase.slot_of(args.start) if args.start is not None else 0
+    end = timebase.slot_of(args.end) if args.end is not None else 2 ** 40
     if end <= start:
         raise OptionError(f"--end {args.end} is not after --start {args.start}")
     return range(start, end)

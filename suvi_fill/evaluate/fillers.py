@@ -21,7 +21,7 @@ from suvi_fill.corpus import conditioning
 
 from suvi_fill.model import net as model
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 from suvi_fill.corpus.conditioning import AVAILABLE, BANDS, KIND_TARGET, SAME_SATELLITE, TENSOR_KEYS
 from suvi_fill.plumbing.errors import InvalidData, MissingData, OptionError
 from suvi_fill.plumbing.files import atomic_write_json
@@ -72,7 +72,7 @@ def prepare(sample, device="cpu") -> dict:
                                           return_coverage=True)
     out["aligned"], out["coverage"] = aligned[0], coverage[0]
     if gaps is None:
-        gaps = np.rint(np.abs(out["dts"].cpu().numpy()) / paths.SLOT_SECONDS).astype(int)
+        gaps = np.rint(np.abs(out["dts"].cpu().numpy()) / timebase.SLOT_SECONDS).astype(int)
     out["slot_gaps"] = gaps
     return out
 
@@ -207,7 +207,7 @@ FLOW_POLY_SIGMA = 1.1
 # %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 37
 def display_u8(coded: np.ndarray, band: int) -> np.ndarray:
     "An asinh-coded (H, W) plane of band index `band` as 8-bit display values (the bench mapping)."
-    shown = coding.to_display(np.nan_to_num(coded), paths.WAVELENGTHS[band], coded=True)
+    shown = coding.to_display(np.nan_to_num(coded), timebase.WAVELENGTHS[band], coded=True)
     return np.clip(np.rint(shown * 255.0), 0, 255).astype(np.uint8)
 
 # %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 39
@@ -320,7 +320,7 @@ def from_display(shown: np.ndarray, band: int, fallback: np.ndarray) -> np.ndarr
     The mapping clips: where `shown` is at or below 0 (at or above 1) the radiance is `fallback`'s
     (coded) when that displays the same, else the clip edge, so a correction never invents
     structure the display cannot show."""
-    vmin, vmax, gamma = coding.DISPLAY_MAPPING[paths.WAVELENGTHS[band]]
+    vmin, vmax, gamma = coding.DISPLAY_MAPPING[timebase.WAVELENGTHS[band]]
     shown = np.asarray(shown, np.float64)
     radiance = vmin + vmax * np.clip(shown, 0.0, 1.0) ** (1.0 / gamma)
     before = coding.decode(np.clip(np.asarray(fallback, np.float32), -1.0, 1.0)).astype(np.float64)
@@ -342,16 +342,16 @@ def crossband_terms(prep: dict, blend: torch.Tensor | None = None) -> tuple:
     blend = neighbour_blend(prep) if blend is None else blend
     kept = kept_bands(prep)
     coded = blend.float().cpu().numpy()
-    shown = np.stack([coding.to_display(coded[b], paths.WAVELENGTHS[b], coded=True) for b in range(BANDS)])
+    shown = np.stack([coding.to_display(coded[b], timebase.WAVELENGTHS[b], coded=True) for b in range(BANDS)])
     target = prep["stack"][0].float().cpu().numpy()
-    residuals = np.stack([coding.to_display(target[b], paths.WAVELENGTHS[b], coded=True) - shown[b]
+    residuals = np.stack([coding.to_display(target[b], timebase.WAVELENGTHS[b], coded=True) - shown[b]
                           for b in kept]) if len(kept) else np.zeros((0,) + coded.shape[1:])
     return kept, shown, residuals
 
 # %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 66
 def _pattern_key(lost_band: int, kept) -> str:
     "`'171:94,131,195'`: the lost wavelength and the kept wavelengths (a fit's key, less its gap)."
-    return f"{paths.WAVELENGTHS[lost_band]}:" + ",".join(str(paths.WAVELENGTHS[b]) for b in kept)
+    return f"{timebase.WAVELENGTHS[lost_band]}:" + ",".join(str(timebase.WAVELENGTHS[b]) for b in kept)
 
 
 def band_gap(prep: dict, band: int) -> int:
@@ -373,7 +373,7 @@ class CrossBandFit:
             return                                     # nothing kept: the plain blend, nothing to fit
         x = np.concatenate([np.ones((1,) + residuals.shape[1:]), residuals]).reshape(len(kept) + 1, -1)
         for b in np.flatnonzero(fillable(prep)):
-            y = (coding.to_display(truth[b], paths.WAVELENGTHS[b], coded=True) - shown[b]).reshape(-1)
+            y = (coding.to_display(truth[b], timebase.WAVELENGTHS[b], coded=True) - shown[b]).reshape(-1)
             key = f"{_pattern_key(b, kept)}@{band_gap(prep, b)}"
             xtx, xty, n, pixels = self.terms.get(key, (0.0, 0.0, 0, 0))
             self.terms[key] = (xtx + x @ x.T, xty + x @ y, n + 1, pixels + y.size)
@@ -408,7 +408,7 @@ def check_crossband(coefficients, where="crossband coefficients") -> dict:
         pattern, _, gap = str(key).partition("@")
         lost, _, kept = pattern.partition(":")
         try:
-            bands = [paths.WAVELENGTHS.index(int(lost))] + [paths.WAVELENGTHS.index(int(w)) for w in kept.split(",")]
+            bands = [timebase.WAVELENGTHS.index(int(lost))] + [timebase.WAVELENGTHS.index(int(w)) for w in kept.split(",")]
             if int(gap) < 1:
                 raise ValueError(gap)
         except ValueError:

@@ -15,7 +15,7 @@ from suvi_fill.physics import coding
 
 from suvi_fill.corpus import shards as dataset
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import ephemeris, timebase
 
 from suvi_fill.corpus import sampler as samples
 
@@ -67,14 +67,14 @@ class FrameSource:
 
     def stored(self, satellite: int, slot: int):
         "`(frame (6, H, W), present (6,), time, b0, radius)` of a slot; zeros/False where nothing is stored."
-        shard = self.shards.get((paths.day_of_slot(slot), int(satellite)))
+        shard = self.shards.get((timebase.day_of_slot(slot), int(satellite)))
         if shard is not None and shard.index_of(slot) >= 0:
             i = shard.index_of(slot)
             return shard.frame(i), shard.present[i].copy(), float(shard.time[i]), float(shard.b0[i]), \
                 float(shard.radius[i])
-        when = paths.unix_seconds(paths.time_of(slot)) + paths.SLOT_SECONDS / 2
+        when = timebase.unix_seconds(timebase.time_of(slot)) + timebase.SLOT_SECONDS / 2
         return (np.zeros((6, self.resolution, self.resolution), np.float32), np.zeros(6, bool), when,
-                paths.solar_b0(when), dataset.solar_radius_pixels(when, self.resolution))
+                ephemeris.solar_b0(when), dataset.solar_radius_pixels(when, self.resolution))
 
     def read(self, satellite: int, slot: int, bands, out: np.ndarray) -> float:
         "Write the planes `bands` (6,) bool of the stored frame into `out` (6, H, W); returns its time."
@@ -102,7 +102,7 @@ class FrameSource:
 # %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 7
 def compose(frame, bands, size: int) -> np.ndarray:
     "Display-mapped uint8 (size, size, 3) RGB of asinh-coded `frame` (6, H, W), `bands` wavelengths (1 or 3)."
-    planes = [coding.to_display(frame[paths.BAND_INDEX[w]], w, coded=True) for w in bands]
+    planes = [coding.to_display(frame[timebase.BAND_INDEX[w]], w, coded=True) for w in bands]
     rgb = np.stack(planes * 3 if len(planes) == 1 else planes, axis=-1)[::-1]        # north up
     image = np.clip(np.rint(rgb * 255.0), 0, 255).astype(np.uint8)
     return cv2.resize(np.ascontiguousarray(image), (size, size), interpolation=cv2.INTER_LINEAR)
@@ -144,29 +144,29 @@ def render_missing(size: int, text) -> np.ndarray:
 # %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 19
 def frame_name(satellite: int, slot: int) -> str:
     "PNG name of a rendered frame: g16_20240318T010400Z.png."
-    return f"g{int(satellite)}_{paths.format_stamp(paths.time_of(slot))}.png"
+    return f"g{int(satellite)}_{timebase.format_stamp(timebase.time_of(slot))}.png"
 
 # %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 22
 def render_frame(source: FrameSource, satellite: int, slot: int, bands, filler, size: int, reach: int) -> tuple:
     "`(entry, image)`: the render-index entry and the RGB uint8 image of `(satellite, slot)`."
     frame, own, when, _, _ = source.stored(satellite, slot)
-    need = np.isin(paths.WAVELENGTHS, bands)
+    need = np.isin(timebase.WAVELENGTHS, bands)
     lost = need & ~own
-    stamp = paths.time_of(slot).strftime("%Y-%m-%d %H:%M")
+    stamp = timebase.time_of(slot).strftime("%Y-%m-%d %H:%M")
     caption = f"GOES-{satellite} SUVI {'/'.join(str(w) for w in bands)} A  {stamp}Z"
-    entry = {"file": frame_name(satellite, slot), "slot": slot, "time": paths.time_of(slot).isoformat(),
+    entry = {"file": frame_name(satellite, slot), "slot": slot, "time": timebase.time_of(slot).isoformat(),
              "satellite": satellite, "bands": list(bands),
-             "stored": [w for w in bands if own[paths.BAND_INDEX[w]]], "filled": {}, "missing": []}
+             "stored": [w for w in bands if own[timebase.BAND_INDEX[w]]], "filled": {}, "missing": []}
     if not lost.any():
         entry["status"] = "stored"
         return entry, label(compose(frame, bands, size), caption)
     sample = source.sample(satellite, slot, lost)
     prediction = filler(sample)
-    filled = [w for w in bands if lost[paths.BAND_INDEX[w]] and np.isfinite(prediction[paths.BAND_INDEX[w]]).all()]
-    entry["missing"] = [w for w in bands if lost[paths.BAND_INDEX[w]] and w not in filled]
+    filled = [w for w in bands if lost[timebase.BAND_INDEX[w]] and np.isfinite(prediction[timebase.BAND_INDEX[w]]).all()]
+    entry["missing"] = [w for w in bands if lost[timebase.BAND_INDEX[w]] and w not in filled]
     entry["filled"] = {str(w): filler.name for w in filled}
     entry["anchors"] = {str(w): [[int(s), int(t), round(float(d), 1)] for (s, t), d, p in
-                                 zip(sample.frames[1:], sample.dts[1:], sample.present[1:, paths.BAND_INDEX[w]]) if p]
+                                 zip(sample.frames[1:], sample.dts[1:], sample.present[1:, timebase.BAND_INDEX[w]]) if p]
                         for w in filled}
     if entry["missing"]:
         entry["status"] = "missing"
@@ -213,8 +213,8 @@ def render_frames(shards_dir, satellite: int, start_slot: int, end_slot: int, ba
             write_frame(out, entry, image, filler.name)
             frames.append(entry)
     counts = {k: sum(f["status"] == k for f in frames) for k in ("stored", "filled", "missing")}
-    return {"satellite": satellite, "bands": list(bands), "start": paths.time_of(start_slot).isoformat(),
-            "end": paths.time_of(end_slot).isoformat(), "filler": filler.name, "span": reach, "size": size,
+    return {"satellite": satellite, "bands": list(bands), "start": timebase.time_of(start_slot).isoformat(),
+            "end": timebase.time_of(end_slot).isoformat(), "filler": filler.name, "span": reach, "size": size,
             "counts": counts, "frames": frames}
 
 # %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 29
@@ -248,9 +248,9 @@ def parse_bands(band, rgb) -> tuple:
         raise OptionError(f"--band/--rgb {band or rgb!r}: expected wavelengths in A, e.g. 171 or 304,171,195") from None
     if rgb is not None and len(bands) != 3:
         raise OptionError(f"--rgb {rgb!r}: needs three wavelengths (red, green, blue)")
-    unknown = [w for w in bands if w not in paths.WAVELENGTHS]
+    unknown = [w for w in bands if w not in timebase.WAVELENGTHS]
     if unknown:
-        raise OptionError(f"band {unknown[0]} A: SUVI bands are {', '.join(str(w) for w in paths.WAVELENGTHS)}")
+        raise OptionError(f"band {unknown[0]} A: SUVI bands are {', '.join(str(w) for w in timebase.WAVELENGTHS)}")
     return bands
 
 # %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 34
@@ -259,7 +259,7 @@ def run_render(args) -> int:
     from suvi_fill.plumbing.device import pick_device
     from suvi_fill.evaluate.fillers import make_filler
     bands = parse_bands(args.band, args.rgb)
-    start, end = paths.slot_of(args.start), paths.slot_of(args.end)
+    start, end = timebase.slot_of(args.start), timebase.slot_of(args.end)
     if end <= start:
         raise OptionError(f"--end {args.end} is not after --start {args.start}")
     if args.span < 1:

@@ -10,7 +10,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import ephemeris
 
 from suvi_fill.physics import rotation
 from suvi_fill.physics.coding import ASINH_RANGE, ASINH_SCALE
@@ -26,7 +26,7 @@ __all__ = ['OBSERVER_DISTANCE', 'LIMB_TOLERANCE', 'CROP_MARGIN', 'CPU_FRAMES_PER
 #: Observer distance in solar radii (1 AU): sets the perspective of the disk.
 #: The visible limb is the tangent cone, so the limb lies 0.27° short of 90°
 #: from disk centre; ignoring it would misplace limb features by ~1 px at 640 px.
-OBSERVER_DISTANCE = paths.AU_M / paths.SOLAR_RADIUS_M
+OBSERVER_DISTANCE = ephemeris.AU_M / ephemeris.SOLAR_RADIUS_M
 #: Slack (solar radii along the line of sight) in the facing-the-observer test, so a
 #: point exactly on the limb counts as visible despite fp32 rounding (~2e-4 px).
 LIMB_TOLERANCE = 1e-6
@@ -346,10 +346,10 @@ def _sunpy_map(sp, data, b0, radius, start, distance):
     "(Map of `data` seen from 1 AU at latitude `b0`, the observer's coordinate), limb at `radius` px."
     u, frames = sp.u, sp.frames
     height, width = data.shape
-    observer = sp.SkyCoord(0 * u.deg, b0 * u.deg, distance * paths.SOLAR_RADIUS_M * u.m,
+    observer = sp.SkyCoord(0 * u.deg, b0 * u.deg, distance * ephemeris.SOLAR_RADIUS_M * u.m,
                            frame=frames.HeliographicStonyhurst, obstime=start)
     centre = sp.SkyCoord(0 * u.arcsec, 0 * u.arcsec, frame=frames.Helioprojective(
-        observer=observer, obstime=start, rsun=paths.SOLAR_RADIUS_M * u.m))
+        observer=observer, obstime=start, rsun=ephemeris.SOLAR_RADIUS_M * u.m))
     scale = math.degrees(1.0 / math.sqrt(distance**2 - 1.0)) * 3600.0 / radius
     header = sp.map.make_fitswcs_header(data, centre, reference_pixel=[(width - 1) / 2, (height - 1) / 2] * u.pix,
                                         scale=[scale, scale] * u.arcsec / u.pix)

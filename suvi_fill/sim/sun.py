@@ -46,8 +46,8 @@ __all__ = ['RESPONSE_LINES', 'QUIET_RADIANCE', 'QUIET_DEM', 'LIMB_THICKNESS', 'O
 # %% ../../nbs/suvi_fill/sim/30_sun.ipynb 3
 from suvi_fill.archive.fits import SENTINEL_VALUE, l2_header_values, l2_name, write_l2, world_from_pixel
 from suvi_fill.physics.timebase import (SATELLITES, SLOT_SECONDS, SLOTS_PER_DAY, WAVELENGTHS, as_day, day_of_slot,
-                             first_slot_of_day, solar_b0, solar_declination, solar_radius_arcsec,
-                             sun_distance_m, time_of, unix_seconds)
+                                        first_slot_of_day, time_of, unix_seconds)
+from suvi_fill.physics.ephemeris import solar_b0, solar_declination, solar_radius_arcsec, sun_distance_m
 from suvi_fill.physics.coding import SATURATION
 from suvi_fill.plumbing.errors import OptionError
 from suvi_fill.plumbing.files import atomic_write_json, fsync_directory

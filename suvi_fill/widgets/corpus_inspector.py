@@ -13,7 +13,7 @@ from suvi_fill.physics import coding
 
 from suvi_fill.corpus import shards as dataset
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 from suvi_fill.plumbing.errors import MissingData
 
 # %% auto 0
@@ -38,7 +38,7 @@ def frame_display(shard, i: int, bands=171, mapping=None) -> np.ndarray:
         raise ValueError(f"bands: one wavelength or three for RGB, not {chosen}")
     planes = []
     for wavelength in chosen:
-        b = paths.BAND_INDEX[int(wavelength)]
+        b = timebase.BAND_INDEX[int(wavelength)]
         planes.append(mapped(coding.decode(shard.band(i, b)), *mapping[int(wavelength)])
                       if shard.present[i, b] else np.zeros((shard.resolution,) * 2))
     return planes[0] if len(planes) == 1 else np.stack(planes, axis=-1)
@@ -56,7 +56,7 @@ def plot_frame(ax, shard, i: int, bands=171, mapping=None):
     artist = ax.imshow(image, origin="lower", cmap="gray" if image.ndim == 2 else None,
                        vmin=0.0, vmax=1.0, interpolation="nearest")
     label = f"{bands} Å" if np.isscalar(bands) else "RGB " + "/".join(str(b) for b in bands)
-    when = paths.time_of(shard.slots[i]).strftime("%Y-%m-%d %H:%M")
+    when = timebase.time_of(shard.slots[i]).strftime("%Y-%m-%d %H:%M")
     ax.set_title(f"g{shard.satellite} {when} {label}  (slot {i})")     # the day's slot, as the slider counts
     ax.set_xticks([]); ax.set_yticks([])
     return artist
@@ -68,9 +68,9 @@ def plot_presence(ax, shard, i: int | None = None):
     ax.clear()
     artist = ax.imshow(shard.quality.T, aspect="auto", interpolation="nearest", origin="lower",
                        cmap=ListedColormap(QUALITY_COLOURS), vmin=-0.5, vmax=len(QUALITY_COLOURS) - 0.5)
-    ax.set_yticks(range(6), [str(w) for w in paths.WAVELENGTHS])
-    hours = np.arange(0, paths.SLOTS_PER_DAY + 1, paths.SLOTS_PER_DAY // 8)
-    ax.set_xticks(hours - 0.5, [f"{h * paths.SLOT_SECONDS // 3600:02d}h" for h in hours])
+    ax.set_yticks(range(6), [str(w) for w in timebase.WAVELENGTHS])
+    hours = np.arange(0, timebase.SLOTS_PER_DAY + 1, timebase.SLOTS_PER_DAY // 8)
+    ax.set_xticks(hours - 0.5, [f"{h * timebase.SLOT_SECONDS // 3600:02d}h" for h in hours])
     counts = {dataset.QUALITY_NAMES[c]: int(n) for c, n in zip(*np.unique(shard.quality, return_counts=True))}
     ax.set_title(f"{shard.day} g{shard.satellite}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     if i is not None:
@@ -88,7 +88,7 @@ def plot_histogram(ax, shard, i: int, wavelength: int = 171, mapping=None, bins:
     for extra in list(ax.figure.axes):
         if extra is not ax and getattr(extra, "_inspector_twin_of", None) is ax:
             extra.remove()
-    b = paths.BAND_INDEX[int(wavelength)]
+    b = timebase.BAND_INDEX[int(wavelength)]
     radiance = coding.decode(shard.band(i, b)).ravel()
     low = max(1e-4, min(vmin / 10, float(np.percentile(radiance, 1)) if radiance.size else 1e-3))
     high = max(10 * (vmin + vmax), float(radiance.max()) if radiance.size else 1.0)
@@ -126,12 +126,12 @@ def frame_figure(shard, slot: int, bands, mapping: dict, histogram: int | None =
 
 def frame_caption(satellite: int, day: str, slot: int, bands) -> str:
     "What the inspector shows, in words: satellite, day, slot (and its UTC time) and band(s)."
-    minutes = slot * 24 * 60 // paths.SLOTS_PER_DAY
+    minutes = slot * 24 * 60 // timebase.SLOTS_PER_DAY
     shown = "/".join(str(b) for b in bands) if isinstance(bands, tuple) else str(bands)
     return f"g{satellite} {day} slot {slot} ({minutes // 60:02d}:{minutes % 60:02d} UTC) · {shown} Å"
 
 # %% ../../nbs/suvi_fill/widgets/81_corpus_inspector.ipynb 14
-BAND_CHOICES = [(f"{w} Å", (w,)) for w in paths.WAVELENGTHS] + [
+BAND_CHOICES = [(f"{w} Å", (w,)) for w in timebase.WAVELENGTHS] + [
     ("RGB 304/171/195", (304, 171, 195)), ("RGB 94/131/171", (94, 131, 171)), ("RGB 171/195/284", (171, 195, 284))]
 
 
@@ -149,7 +149,7 @@ def inspector_controls(satellites, days, satellite=None, day=None) -> dict:
     return dict(
         satellite=widgets.Dropdown(options=satellites, value=satellite or satellites[0], description="satellite"),
         day=widgets.Dropdown(options=days, value=day or days[0], description="day"),
-        slot=widgets.IntSlider(min=0, max=paths.SLOTS_PER_DAY - 1, value=0, description="slot", **quiet),
+        slot=widgets.IntSlider(min=0, max=timebase.SLOTS_PER_DAY - 1, value=0, description="slot", **quiet),
         band=widgets.Dropdown(options=BAND_CHOICES, value=(171,), description="band"),
         channel=widgets.ToggleButtons(options=channel_options((171,)), description="sliders for"),
         vmin=widgets.FloatLogSlider(base=10, min=-4, max=2, step=0.05, description="vmin", **quiet),

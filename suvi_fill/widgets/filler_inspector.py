@@ -11,7 +11,7 @@ import numpy as np
 
 from suvi_fill.physics import coding
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 from suvi_fill.corpus.sample import Sample
 
 # %% auto 0
@@ -56,7 +56,7 @@ def comparison(sample, predictions: dict) -> list:
     scores = {name: coding.band_psnr(np.nan_to_num(p), truth) for name, p in predictions.items()}
     rows = []
     for b in np.flatnonzero(lost):
-        w = paths.WAVELENGTHS[b]
+        w = timebase.WAVELENGTHS[b]
         shown = coding.to_display(truth[b], w, coded=True)
         outputs = {n: coding.to_display(np.nan_to_num(p[b]), w, coded=True) for n, p in predictions.items()}
         errors = {n: o - shown for n, o in outputs.items()}
@@ -113,9 +113,9 @@ def plot_comparison(sample, predictions: dict, figure=None, title=None):
 # %% ../../nbs/suvi_fill/widgets/82_filler_inspector.ipynb 21
 def sample_title(sample) -> str:
     "g16 2024-03-18 01:04Z, lost 171, 195 Å."
-    lost = [str(w) for w, l in zip(paths.WAVELENGTHS, np.asarray(field(sample, "lost")) > 0.5) if l]
+    lost = [str(w) for w, l in zip(timebase.WAVELENGTHS, np.asarray(field(sample, "lost")) > 0.5) if l]
     when, satellite = field(sample, "when", None), field(sample, "satellite", "?")
-    stamp = "sample" if when is None else paths.time_of(when).strftime("%Y-%m-%d %H:%M")
+    stamp = "sample" if when is None else timebase.time_of(when).strftime("%Y-%m-%d %H:%M")
     return f"g{satellite} {stamp}Z, lost {', '.join(lost)} Å"
 
 # %% ../../nbs/suvi_fill/widgets/82_filler_inspector.ipynb 26
