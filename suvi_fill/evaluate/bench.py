@@ -27,16 +27,6 @@ from suvi_fill.plumbing.errors import DataError, InvalidData, OptionError
 from suvi_fill.plumbing.files import atomic_write, atomic_write_json
 from suvi_fill.plumbing.outputs import own_directory, writing
 
-# %% auto 0
-__all__ = ['GAPS', 'SAMPLES', 'SIDE_DEFINITIONS', 'SIDES', 'BENCH_SEED', 'GOAL_MARGIN_DB', 'BLEND_MARGIN_DB', 'PARTIAL_MARGIN_DB',
-           'PARTIAL_MIN_GAP', 'LOSS_KINDS', 'BENCH_JSON', 'BENCH_MD', 'BENCH_PNG', 'FILLER_ORDER', 'PARTIAL_SAMPLES',
-           'PARTIAL_ROUNDS', 'CROSSBAND_SAMPLES', 'CROSSBAND_SEED', 'as_corpus', 'split_segments', 'split_targets',
-           'eligible', 'one_sided_inside', 'partial_model', 'split_sampler', 'spread_draws', 'BenchSet', 'summarise',
-           'standard_error', 'parse_gaps', 'run_bench', 'loss_kind', 'loss_table', 'goal', 'further_goals',
-           'fit_crossband', 'crossband_source', 'crossband_coefficients', 'bench_filler', 'format_tables', 'plot_bench',
-           'write_outputs', 'bench_command']
-
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 3
 #: The gaps (slots) of the published filler table's range: 4 min to 20 h.
 GAPS = (1, 4, 16, 64, 300)
 #: Samples per gap by default: enough for a mean to +-0.5 dB on the synthetic corpus.
@@ -72,6 +62,15 @@ PARTIAL_ROUNDS = 4
 #: (another stream than the bench's, on another split).
 CROSSBAND_SAMPLES, CROSSBAND_SEED = 64, 1
 
+# %% auto 0
+__all__ = ['GAPS', 'SAMPLES', 'SIDE_DEFINITIONS', 'SIDES', 'BENCH_SEED', 'GOAL_MARGIN_DB', 'BLEND_MARGIN_DB', 'PARTIAL_MARGIN_DB',
+           'PARTIAL_MIN_GAP', 'LOSS_KINDS', 'BENCH_JSON', 'BENCH_MD', 'BENCH_PNG', 'FILLER_ORDER', 'PARTIAL_SAMPLES',
+           'PARTIAL_ROUNDS', 'CROSSBAND_SAMPLES', 'CROSSBAND_SEED', 'as_corpus', 'split_segments', 'split_targets',
+           'eligible', 'one_sided_inside', 'partial_model', 'split_sampler', 'spread_draws', 'BenchSet', 'summarise',
+           'standard_error', 'parse_gaps', 'run_bench', 'loss_kind', 'loss_table', 'goal', 'further_goals',
+           'fit_crossband', 'crossband_source', 'crossband_coefficients', 'bench_filler', 'format_tables', 'plot_bench',
+           'write_outputs', 'bench_command']
+
 # %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 5
 def as_corpus(corpus, shards_dir) -> Corpus:
     """`corpus` as a `Corpus`: itself, or a manifest dict already read (the older callers' form), over
@@ -80,22 +79,18 @@ def as_corpus(corpus, shards_dir) -> Corpus:
         return corpus
     return Corpus(Path(shards_dir) / "manifest.json", Path(shards_dir), corpus)
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 6
+
 def split_segments(corpus, split: str) -> list:
     "`[(satellite, start, end), ...]` of `split` in `corpus` (a `Corpus` or manifest dict); `InvalidData` when it has none."
     return as_corpus(corpus, ".").split(split)
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 7
+
 def split_targets(segs) -> list:
     "Every `(satellite, slot)` inside `segs` (clean by construction), in time order."
     out = [(sat, slot) for sat, start, end in segs for slot in range(start, end)]
     return sorted(out, key=lambda item: (item[1], item[0]))
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 8
-# The gap machinery (`samples.gap_damage`, `samples.measured_gaps`, ...) is the sampler's,
-# shared with the trainer, which draws samples the same way.
-
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 9
+# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 7
 def eligible(segs, satellites, target, gap: int, sides: str = SIDES[0]) -> bool:
     """Bracketed: some satellite has a frame `gap` slots before `target` and some satellite
     one `gap` slots after it, inside `segs`; one-sided: a frame `gap` slots before it."""
@@ -104,14 +99,14 @@ def eligible(segs, satellites, target, gap: int, sides: str = SIDES[0]) -> bool:
     inside = samples.inside_mask(segs, satellites, target[1], gap)
     return bool(inside[0].any() and (sides == "one-sided" or inside[-1].any()))
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 10
+# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 9
 def one_sided_inside(inside: np.ndarray) -> np.ndarray:
     "`inside` (2 * span + 1, n_satellites) with every frame after the target removed (a live feed's newest)."
     out = np.array(inside, bool)
     out[(out.shape[0] - 1) // 2 + 1:] = False
     return out
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 14
+# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 13
 def partial_model(availability):
     """`availability` restricted to its partial-loss patterns (some band kept), weighted as the
     archive has them; None when it has none."""
@@ -122,7 +117,7 @@ def partial_model(availability):
                                             availability.present, availability.quality,
                                             availability.patterns[keep], availability.pattern_counts[keep])
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 16
+# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 15
 def split_sampler(bench, partial: bool = False) -> samples.Sampler | None:
     """The sampler of `bench` (a `BenchSet`): one serves every gap (`Sampler.build_gap` widens its anchors per
     gap); with `partial` the one that draws partial-loss damage only (`partial_model`), None when it has none."""
@@ -220,7 +215,7 @@ class BenchSet:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 19
+# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 20
 def summarise(psnr, lost) -> tuple:
     "`(mean dB or None, {band: dB})` of stacked per-sample `psnr` (N, 6) over `lost` (N, 6)."
     psnr, lost = np.asarray(psnr, np.float64).reshape(-1, 6), np.asarray(lost, bool).reshape(-1, 6)
@@ -230,7 +225,7 @@ def summarise(psnr, lost) -> tuple:
                 for b, w in enumerate(timebase.WAVELENGTHS) if lost[:, b].any()}
     return round(float(psnr[lost].mean()), 3), per_band
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 21
+# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 22
 def standard_error(psnr, lost):
     """Standard error (dB) of the mean over samples of each sample's mean PSNR over its lost bands,
     `psnr` (N, 6), `lost` (N, 6); None below two samples."""
@@ -241,7 +236,7 @@ def standard_error(psnr, lost):
         return None
     return round(float(per_sample.std(ddof=1) / np.sqrt(len(per_sample))), 3)
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 24
+# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 25
 def parse_gaps(text) -> tuple:
     "'1,4,16' -> (1, 4, 16); a one-line error for anything but positive integers."
     try:
@@ -252,7 +247,7 @@ def parse_gaps(text) -> tuple:
         raise OptionError(f"--gaps {text!r}: gaps must be positive slot counts")
     return tuple(sorted(set(gaps)))
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 25
+# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 27
 def _score(drawn, fillers: dict, device, gap: int, bar) -> tuple:
     "`(rows {filler: [band PSNR (6,)]}, lost masks, [[satellite, slot]])` of every filler on the samples `drawn`."
     from suvi_fill.evaluate.fillers import prepare
@@ -270,7 +265,7 @@ def _score(drawn, fillers: dict, device, gap: int, bar) -> tuple:
         bar.update(1)
     return rows, losts, chosen
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 26
+
 def run_bench(shards_dir, corpus, availability, fillers: dict, gaps=GAPS, count=SAMPLES, split="test",
               seed=BENCH_SEED, device="cpu", progress=True, sides=SIDES[0], partial_count=PARTIAL_SAMPLES) -> dict:
     """Score `fillers` (`{name: Filler}`) on `count` samples per gap of `corpus` (a `Corpus` or manifest dict),
@@ -322,7 +317,7 @@ def run_bench(shards_dir, corpus, availability, fillers: dict, gaps=GAPS, count=
     result["goal"] = goal(table, gaps) | further_goals(table, by_loss["partial"]["table"], gaps)
     return result
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 28
+# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 30
 def loss_kind(lost: np.ndarray) -> np.ndarray:
     "Per sample of `lost` (N, 6): 'whole' when every band is lost, else 'partial'."
     lost = np.asarray(lost, bool).reshape(-1, 6)
@@ -340,7 +335,7 @@ def loss_table(psnr: dict, lost_of: dict, gaps, kind: str) -> dict:
             errors[name][str(gap)] = standard_error(psnr[name][gap][pick], lost_of[gap][pick])
     return {"table": table, "stderr": errors, "samples": counts}
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 30
+# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 32
 def goal(table: dict, gaps) -> dict:
     "The learned-vs-optical-flow margins per gap and whether the >= GOAL_MARGIN_DB goal is met."
     out = {"rule": f"learned >= optical_flow + {GOAL_MARGIN_DB} dB at every gap"}
@@ -372,7 +367,7 @@ def further_goals(table: dict, partial: dict, gaps) -> dict:
             "partial_rule": f"on partial losses, learned >= blend + {PARTIAL_MARGIN_DB} dB at gaps >= {PARTIAL_MIN_GAP}",
             "partial_margins": part["margins"], "partial_met": part["met"]}
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 32
+# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 35
 def fit_crossband(shards_dir, corpus, availability, gaps=GAPS, count=CROSSBAND_SAMPLES, seed=CROSSBAND_SEED,
                   split="train", device="cpu", progress=False) -> dict:
     """The `crossband` filler's coefficients (`fillers.CrossBandFit`) from `count` partial-loss samples per
@@ -396,7 +391,7 @@ def crossband_source(corpus, gaps, count, seed, split="train") -> dict:
     return {"manifest": corpus.digest, "resolution": corpus.resolution, "split": split,
             "gaps": [int(g) for g in gaps], "samples": int(count), "seed": int(seed)}
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 33
+# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 37
 def crossband_coefficients(shards_dir, corpus=None, availability=None, gaps=GAPS, count=CROSSBAND_SAMPLES,
                            seed=CROSSBAND_SEED, device="cpu", progress=False) -> dict:
     """The coefficients of the corpus in `shards_dir`: its `crossband.json` when that is a fit of this
@@ -423,7 +418,7 @@ def crossband_coefficients(shards_dir, corpus=None, availability=None, gaps=GAPS
         pass
     return coefficients
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 34
+# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 39
 def bench_filler(name: str, checkpoint=None, device="cpu", shards=None):
     """`fillers.make_filler`, except that `crossband` with a corpus `shards` takes that corpus's coefficients
     (`crossband_coefficients`: fit on its train split once, kept beside the manifest)."""
@@ -432,7 +427,7 @@ def bench_filler(name: str, checkpoint=None, device="cpu", shards=None):
         return crossband_filler(crossband_coefficients(shards, device=device), device)
     return make_filler(name, checkpoint=checkpoint, device=device)
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 36
+# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 42
 def format_tables(result: dict) -> str:
     "bench.md: the mean table, the per-band tables and the goal, as markdown."
     gaps = [str(g) for g in result["gaps"]]
@@ -485,7 +480,7 @@ def format_tables(result: dict) -> str:
             lines.append(f"| {gap} | " + " | ".join(cell(bands.get(str(w))) for w in timebase.WAVELENGTHS) + " |")
     return "\n".join(lines) + "\n"
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 37
+# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 44
 def plot_bench(result: dict, axis=None):
     "PSNR against gap, one line per filler (gaps without samples left out); returns the figure."
     import matplotlib
@@ -508,7 +503,7 @@ def plot_bench(result: dict, axis=None):
         axis.legend()
     return figure
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 38
+# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 46
 def write_outputs(result: dict, out) -> dict:
     "Write bench.json, bench.md and bench.png into `out` atomically; returns their paths (`WriteError` naming a file that could not be written)."
     out = Path(out)
@@ -523,7 +518,7 @@ def write_outputs(result: dict, out) -> dict:
         atomic_write(written["png"], buffer.getvalue())
     return written
 
-# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 40
+# %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 49
 def bench_command(parser):
     "`suvi-fill bench`: score the fillers on the test split at several gaps."
     parser.add_argument("--shards", required=True, type=Path, help="corpus directory (suvi-fill build --out)")
