@@ -73,7 +73,7 @@ DIGEST_DIGITS = 16
 def _iso(when) -> str:
     return timebase.as_datetime(when).replace(tzinfo=None).isoformat(timespec="milliseconds")
 
-# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 10
+# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 11
 def _move_to_slot(header, reference: fits.L2Header, slot: int) -> None:
     "Shift the times of a header borrowed from another slot to `slot`; recompute the ephemeris; drop OBSGEO."
     shift = timebase.time_of(slot) - timebase.time_of(reference.slot)
@@ -87,7 +87,7 @@ def _move_to_slot(header, reference: fits.L2Header, slot: int) -> None:
     for key in OBSERVER_KEYS:
         header.remove(key, ignore_missing=True)
 
-# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 11
+# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 13
 def filled_header(reference, parsed: fits.L2Header, band: int, satellite: int, slot: int, filler: str,
                   digest: str | None, gap: int) -> _fits.Header:
     """The header of band `band` filled for (`satellite`, `slot`): a copy of the `reference` header (astropy,
@@ -116,7 +116,7 @@ def filled_header(reference, parsed: fits.L2Header, band: int, satellite: int, s
                        f"up to {gap} slots away; not an observation")
     return header
 
-# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 12
+# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 15
 def encode_filled(radiance, header) -> bytes:
     """The bytes of a one-HDU FITS file of `radiance` (float32) with `header`, the image statistics recomputed,
     CHECKSUM and DATASUM written (astropy verifies them on read)."""
@@ -131,7 +131,7 @@ def encode_filled(radiance, header) -> bytes:
     _fits.PrimaryHDU(data=data, header=header).writeto(buffer, output_verify="silentfix", checksum=True)
     return buffer.getvalue()
 
-# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 15
+# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 18
 class ArchiveIndex:
     "The sources of an archive by (satellite, slot) and band, and the reference header of a frame."
     #: How many slots either side `reference` searches for a frame of the same satellite.
@@ -178,7 +178,7 @@ class ArchiveIndex:
                     return found
         return None
 
-# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 17
+# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 21
 def fill_frame(source, satellite: int, slot: int, filler) -> dict | None:
     """The lost bands of (`satellite`, `slot`) filled from `source` (a `render.FrameSource`): `{"coded": (6, H, W)
     answer, "stored": [wavelengths], "filled": [band indices], "unfillable": [...], "gaps": {index: slots to the nearest holder}}`;
@@ -198,7 +198,7 @@ def fill_frame(source, satellite: int, slot: int, filler) -> dict | None:
             "filled": [int(b) for b in np.flatnonzero(lost & answered)],
             "unfillable": [int(b) for b in np.flatnonzero(lost & ~answered)], "gaps": gaps}
 
-# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 19
+# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 24
 def checkpoint_digest(path) -> str | None:
     "The sha256 of the checkpoint file `path` (hex), None for no checkpoint."
     if path is None:
@@ -209,7 +209,7 @@ def checkpoint_digest(path) -> str | None:
             digest.update(block)
     return digest.hexdigest()
 
-# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 20
+# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 26
 def _write_band(out: Path, index: ArchiveIndex, result: dict, b: int, satellite: int, slot: int,
                 resolution: int, filler, digest) -> str | None:
     "Write filled band index `b` of (`satellite`, `slot`); its file name, None when no header can be borrowed."
@@ -225,7 +225,7 @@ def _write_band(out: Path, index: ArchiveIndex, result: dict, b: int, satellite:
         atomic_write(path, encode_filled(radiance, header))
     return path.name
 
-# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 21
+# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 28
 def _unfilled(satellite: int, slot: int, bands, reason: str) -> dict:
     return {"satellite": int(satellite), "slot": int(slot), "time": timebase.time_of(slot).isoformat(),
             "bands": [timebase.WAVELENGTHS[b] for b in bands], "reason": reason}
@@ -251,7 +251,7 @@ def _fill_day(source, index, out, day_slots, satellites, filler, digest, reach, 
                 report["unfilled"].append(_unfilled(satellite, slot, result["unfillable"],
                                                     f"no frame within +-{reach} slots holds the band"))
 
-# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 22
+# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 30
 def fill_offsets(filler, span: int) -> tuple:
     "The anchor offsets a frame is filled from: `filler`'s ladder (or the smallest rung's) widened to `span` slots."
     return samples.gap_offsets(span, filler.offsets or samples.ladder_for(min(span, samples.LADDER[0])))
@@ -288,7 +288,7 @@ def fill_archive(source, shards_dir, out, filler, checkpoint=None, span: int = 6
                 _fill_day(source, index, out, day_slots, satellites, filler, digest, reach, report, bar)
     return report
 
-# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 24
+# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 33
 REPORT = "fill_report.json"
 #: Where `fill` builds the corpus of the archive when no `--shards` is given (removed once filled).
 CORPUS = ".fill-corpus"
@@ -326,7 +326,7 @@ def _discard(out: Path) -> None:
         else:
             path.unlink(missing_ok=True)
 
-# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 25
+# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 35
 def _filler_name(args) -> str:
     "The filler to use: --filler, else learned when --checkpoint is given; `OptionError` for a bad pair."
     from suvi_fill.evaluate.fillers import FILLERS
@@ -345,7 +345,7 @@ def _filler_name(args) -> str:
         raise OptionError(f"--checkpoint {args.checkpoint}: no such file")
     return name
 
-# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 26
+# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 37
 def _slot_range(args):
     "The `range` of slots --start/--end give, None for the whole archive."
     if args.start is None and args.end is None:
@@ -356,7 +356,7 @@ def _slot_range(args):
         raise OptionError(f"--end {args.end} is not after --start {args.start}")
     return range(start, end)
 
-# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 28
+# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 40
 def window_sources(found, slots: range, reach: int) -> list:
     """The sources of `found` whose file names put them at most `reach` slots outside `slots`: all a fill of
     that window reads (its frames and the anchors they are filled from).  Names that do not parse are left out
@@ -371,7 +371,7 @@ def window_sources(found, slots: range, reach: int) -> list:
             kept.append(item)
     return kept
 
-# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 30
+# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 42
 def _trained_resolution(args, name: str) -> int | None:
     "The corpus resolution the learned filler's checkpoint was trained at; None for another filler or an unrecorded one."
     if name != "learned":
@@ -410,7 +410,7 @@ def _check_corpus_files(shards, source, found: list) -> None:
                           f"{source} now holds {len(found)} ({change}): the frames of deleted files would go "
                           "unfilled; rebuild the corpus (suvi-fill build) or omit --shards")
 
-# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 31
+# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 44
 def run_fill(args) -> int:
     """Fill the archive for parsed `suvi-fill fill` flags.  Refuses bad flags, a checkpoint of another
     resolution and a stale --shards corpus before any work, and an --out that holds anything; a run that fails
@@ -468,7 +468,7 @@ def _say(out: Path, report: dict) -> None:
           f"(of {report['frames']}) with {report['filler']} into {out}")
     print(f"  {len(report['unfilled'])} frames ({bands} bands) could not be filled: listed in {out / REPORT}")
 
-# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 32
+# %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 46
 def fill_command(parser):
     "`suvi-fill fill`: the lost bands of an archive as L2 FITS files."
     from suvi_fill.evaluate.fillers import FILLERS
