@@ -20,18 +20,17 @@ from suvi_fill.corpus.reader import (MANIFEST, MANIFEST_FORMAT, SPLITS, Calibrat
 from suvi_fill.plumbing.errors import InvalidData, MissingData
 from suvi_fill.plumbing.files import atomic_write_json
 
-# %% auto 0
-__all__ = ['SPAN_MIN', 'SPLIT_RATIOS', 'CALIBRATION_FRAMES', 'CALIBRATION_BLOCK', 'CALIBRATION_BLUR', 'CALIBRATION_EXTENT',
-           'CALIBRATION_DISK', 'CALIBRATION_ITERATIONS', 'clean_runs', 'find_segments', 'time_blocks', 'time_windows',
-           'assign_splits', 'orthogonal_fit', 'median_fit', 'calibrate', 'transfer', 'open_shards', 'corpus_shards',
-           'load_manifest', 'make_manifest', 'write_manifest']
-
-# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 3
 #: The corpus's minimum model span, in slots either side of the target (+-64 min at
 #: 4-minute slots): segments shorter than 2 * SPAN_MIN + 1 hold no target and are dropped.
 SPAN_MIN = 16
 #: Share of segment slots per split, assigned by whole time block.
 SPLIT_RATIOS = {"train": 0.8, "val": 0.1, "test": 0.1}
+
+# %% auto 0
+__all__ = ['SPAN_MIN', 'SPLIT_RATIOS', 'CALIBRATION_FRAMES', 'CALIBRATION_BLOCK', 'CALIBRATION_BLUR', 'CALIBRATION_EXTENT',
+           'CALIBRATION_DISK', 'CALIBRATION_ITERATIONS', 'clean_runs', 'find_segments', 'time_blocks', 'time_windows',
+           'assign_splits', 'orthogonal_fit', 'median_fit', 'calibrate', 'transfer', 'open_shards', 'corpus_shards',
+           'make_manifest', 'write_manifest', 'load_manifest']
 
 # %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 4
 def clean_runs(slots, clean) -> list:
@@ -71,7 +70,7 @@ def find_segments(shards, span_min: int = SPAN_MIN) -> list:
                 out.append((int(satellite), int(start), int(end)))
     return sorted(out, key=lambda s: (s[1], s[0], s[2]))
 
-# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 7
+# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 8
 def time_blocks(segments) -> list:
     "Group segments into disjoint time blocks: `[(start, end, [segment, ...]), ...]` in time order."
     blocks = []
@@ -84,7 +83,7 @@ def time_blocks(segments) -> list:
             blocks.append([start, end, [tuple(segment)]])
     return [(s, e, members) for s, e, members in blocks]
 
-# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 8
+# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 10
 def time_windows(segments, stretch: int, min_length: int = 1) -> list:
     """`segments` cut into consecutive windows of `stretch` slots from the first segment's start
     (a shorter last window joins the one before): `[(start, end, [piece, ...]), ...]` in time
@@ -104,7 +103,7 @@ def time_windows(segments, stretch: int, min_length: int = 1) -> list:
             out.append((start, end, pieces))
     return out
 
-# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 9
+# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 12
 def assign_splits(segments, ratios=SPLIT_RATIOS, stretch: int = 0, min_length: int = 1) -> dict:
     """Segments by split `{name: [(satellite, start, end), ...]}`: whole time blocks per split, or
     with `stretch` whole windows of that many slots, pieces under `min_length` dropped (see above)."""
@@ -124,7 +123,7 @@ def assign_splits(segments, ratios=SPLIT_RATIOS, stretch: int = 0, min_length: i
         out[name].extend(sorted(members, key=lambda s: (s[-2], s[0])))
     return out
 
-# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 12
+# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 15
 #: Simultaneous frames per band used by the calibration fit (evenly spaced over the archive).
 CALIBRATION_FRAMES = 32
 #: Blocks across a frame for the block means the fit uses (block size = resolution / this, at least 2 px).
@@ -143,7 +142,7 @@ def _block_means(image, block):
     h = (image.shape[0] // block) * block
     return image[:h, :h].reshape(h // block, block, h // block, block).mean(axis=(1, 3))
 
-# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 13
+# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 17
 def orthogonal_fit(x, y) -> tuple:
     "Total-least-squares line `y = gain * x + offset` (both variables noisy)."
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
@@ -154,7 +153,7 @@ def orthogonal_fit(x, y) -> tuple:
     gain = (syy - sxx + np.sqrt((syy - sxx) ** 2 + 4 * sxy ** 2)) / (2 * sxy)
     return float(gain), float(my - gain * mx)
 
-# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 14
+# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 19
 def median_fit(x, y, disk) -> tuple:
     "Robust line `y = gain * x + offset`: gain from median ratios over `disk`, offset from median residuals."
     x, y, disk = np.asarray(x, np.float64), np.asarray(y, np.float64), np.asarray(disk, bool)
@@ -167,7 +166,7 @@ def median_fit(x, y, disk) -> tuple:
         offset = float(np.median(y - gain * x))
     return gain, offset
 
-# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 15
+# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 21
 def calibrate(shards, satellites, frames: int = CALIBRATION_FRAMES) -> dict:
     """Per-band cross-calibration onto `satellites[0]`, from simultaneous clean frames.
 
@@ -213,7 +212,7 @@ def calibrate(shards, satellites, frames: int = CALIBRATION_FRAMES) -> dict:
             "method": "median ratio (disk) and median residual (disk and corona) of block means "
                       "over simultaneous clean frames", "bands": bands}
 
-# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 16
+# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 23
 def transfer(calibration, source: int, target: int) -> tuple:
     """`(gains, offsets)`, float32 (6,): `r_target = gains * r_source + offsets`, per band, from a
     manifest's `calibration` record or a `corpus.Calibration` (see `Calibration.transfer`)."""
@@ -221,7 +220,7 @@ def transfer(calibration, source: int, target: int) -> tuple:
         calibration = Calibration.from_dict(calibration)
     return calibration.transfer(source, target)
 
-# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 19
+# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 26
 def open_shards(directory, names=None) -> dict:
     "Open the shards (`names`, default every `*.shard`) of `directory` as `{(day, satellite): Shard}`."
     directory = Path(directory)
@@ -240,14 +239,7 @@ def corpus_shards(directory) -> dict:
         return open_shards(directory)
     return Corpus.open(directory).open_shards()
 
-# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 20
-def load_manifest(path) -> dict:
-    """The manifest dict of `Corpus.open(path, missing_ok=True)` (a directory or its `manifest.json`),
-    checked there: a pool slice's copy is read too, the shards it holds checked.  Its digest is
-    `corpus.manifest_digest`."""
-    return Corpus.open(path, missing_ok=True).manifest
-
-# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 21
+# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 28
 def make_manifest(shards: dict, span_min: int = SPAN_MIN, ratios=SPLIT_RATIOS, satellites=None,
                   stretch: int = 0) -> dict:
     "The manifest of `shards` (`{(day, satellite): Shard}`), digest included."
@@ -282,7 +274,7 @@ def make_manifest(shards: dict, span_min: int = SPAN_MIN, ratios=SPLIT_RATIOS, s
     manifest["digest"] = manifest_digest(manifest)
     return manifest
 
-# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 22
+# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 30
 def write_manifest(directory, span_min: int = SPAN_MIN, names=None, build=None, stretch: int = 0) -> dict:
     "Make the manifest of the shards of `directory` (`names`, default all) and write it atomically."
     shards = open_shards(directory, names)
@@ -294,3 +286,10 @@ def write_manifest(directory, span_min: int = SPAN_MIN, names=None, build=None, 
         manifest["build"] = build
     atomic_write_json(Path(directory) / MANIFEST, manifest)
     return manifest
+
+# %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 32
+def load_manifest(path) -> dict:
+    """The manifest dict of `Corpus.open(path, missing_ok=True)` (a directory or its `manifest.json`),
+    checked there: a pool slice's copy is read too, the shards it holds checked.  Its digest is
+    `corpus.manifest_digest`."""
+    return Corpus.open(path, missing_ok=True).manifest
