@@ -20,16 +20,15 @@ from suvi_fill.corpus import segments
 from suvi_fill.plumbing.errors import InvalidData, MissingData
 from suvi_fill.plumbing.files import atomic_write
 
-# %% auto 0
-__all__ = ['AVAILABILITY', 'LOSS_CONTEXT', 'FORMAT', 'presence_trace', 'loss_patterns', 'dual_outage_rate', 'Availability',
-           'corpus_trace', 'profile', 'profile_command']
-
-# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 3
 AVAILABILITY = "availability.npz"
 #: A frame's losses count as a band-loss pattern only if its satellite delivered a
 #: complete frame within this many slots (+-1 h): the satellite was operating.
 LOSS_CONTEXT = 15
 FORMAT = 1
+
+# %% auto 0
+__all__ = ['AVAILABILITY', 'LOSS_CONTEXT', 'FORMAT', 'presence_trace', 'loss_patterns', 'dual_outage_rate', 'Availability',
+           'corpus_trace', 'profile', 'profile_command']
 
 # %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 4
 def presence_trace(shards: dict, satellites=None) -> dict:
@@ -51,7 +50,7 @@ def presence_trace(shards: dict, satellites=None) -> dict:
     return {"slots": slots, "satellites": np.asarray(satellites, dtype=np.int64),
             "present": present, "quality": quality}
 
-# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 5
+# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 6
 def loss_patterns(present, context: int = LOSS_CONTEXT) -> tuple:
     "Distinct band-loss patterns (K, 6) bool and their counts (K,) over operating frames (see above)."
     complete = present.all(axis=2)                               # (T, S)
@@ -72,13 +71,13 @@ def loss_patterns(present, context: int = LOSS_CONTEXT) -> tuple:
     patterns = ((values[:, None] >> np.arange(6)) & 1).astype(bool)
     return patterns, counts.astype(np.int64)
 
-# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 6
+# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 8
 def dual_outage_rate(present) -> float:
     "Share of (slot, band) where every satellite lacks the band: the dual-satellite outage rate."
     present = np.asarray(present, dtype=bool)
     return float((~present.any(axis=-2)).mean())
 
-# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 8
+# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 10
 class Availability:
     """The profiled availability model (`availability.npz`).
 
@@ -161,7 +160,7 @@ class Availability:
                 "whole_frame_lost": {s: float((~self.present[:, i].any(axis=1)).mean())
                                      for i, s in enumerate(self.satellites)}}
 
-# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 12
+# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 14
 def corpus_trace(directory: Path) -> dict:
     "The presence trace of the corpus in `directory`, its shards opened through the manifest (`segments.corpus_shards`)."
     shards = segments.corpus_shards(directory)
@@ -172,7 +171,7 @@ def corpus_trace(directory: Path) -> dict:
     finally:
         segments.close_shards(shards)
 
-# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 13
+# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 16
 def profile(directory) -> Availability:
     "Profile the corpus in `directory` and write `directory/availability.npz`."
     directory = Path(directory)
@@ -183,7 +182,7 @@ def profile(directory) -> Availability:
     model.save(directory / AVAILABILITY)
     return model
 
-# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 14
+# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 18
 def profile_command(parser):
     "`suvi-fill profile --shards DIR`: write DIR/availability.npz."
     parser.add_argument("--shards", required=True, type=Path, help="corpus directory (suvi-fill build --out)")
