@@ -26,12 +26,6 @@ from suvi_fill.plumbing.errors import DataError, OptionError
 from suvi_fill.plumbing.files import atomic_write, atomic_write_json, temporary_sibling
 from suvi_fill.plumbing.outputs import own_directory, writing
 
-# %% auto 0
-__all__ = ['RENDER_SPAN', 'MIN_SIZE', 'FPS', 'SIZE_RANGE', 'FPS_RANGE', 'FILLED_COLOUR', 'MISSING_COLOUR', 'BORDER_FRACTION',
-           'FrameSource', 'compose', 'label', 'mark_filled', 'render_missing', 'frame_name', 'render_frame',
-           'write_frame', 'render_frames', 'write_movie', 'parse_bands', 'run_render', 'render_command']
-
-# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 3
 #: Default span (slots either side) a frame's lost band is filled from: 64 slots = 4 h 16 min.
 RENDER_SPAN = 64
 #: Default output size: small corpora are upscaled so the markers stay legible.
@@ -48,6 +42,11 @@ FILLED_COLOUR = (255, 210, 0)
 MISSING_COLOUR = (230, 40, 40)
 #: Border width of the filled marker, as a fraction of the frame.
 BORDER_FRACTION = 0.012
+
+# %% auto 0
+__all__ = ['RENDER_SPAN', 'MIN_SIZE', 'FPS', 'SIZE_RANGE', 'FPS_RANGE', 'FILLED_COLOUR', 'MISSING_COLOUR', 'BORDER_FRACTION',
+           'FrameSource', 'compose', 'label', 'mark_filled', 'render_missing', 'frame_name', 'render_frame',
+           'write_frame', 'render_frames', 'write_movie', 'parse_bands', 'run_render', 'render_command']
 
 # %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 5
 class FrameSource:
@@ -99,7 +98,7 @@ class FrameSource:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 7
+# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 8
 def compose(frame, bands, size: int) -> np.ndarray:
     "Display-mapped uint8 (size, size, 3) RGB of asinh-coded `frame` (6, H, W), `bands` wavelengths (1 or 3)."
     planes = [coding.to_display(frame[timebase.BAND_INDEX[w]], w, coded=True) for w in bands]
@@ -107,7 +106,7 @@ def compose(frame, bands, size: int) -> np.ndarray:
     image = np.clip(np.rint(rgb * 255.0), 0, 255).astype(np.uint8)
     return cv2.resize(np.ascontiguousarray(image), (size, size), interpolation=cv2.INTER_LINEAR)
 
-# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 10
+# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 11
 def _text(image, text, row, colour, scale):
     thickness = max(1, int(round(scale * 2)))
     cv2.putText(image, text, (int(image.shape[1] * 0.02), row), cv2.FONT_HERSHEY_SIMPLEX, scale, (0, 0, 0),
@@ -115,14 +114,14 @@ def _text(image, text, row, colour, scale):
     cv2.putText(image, text, (int(image.shape[1] * 0.02), row), cv2.FONT_HERSHEY_SIMPLEX, scale, colour,
                 thickness, cv2.LINE_AA)
 
-# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 12
+# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 13
 def label(image, text) -> np.ndarray:
     "Write the frame's time/band caption along the bottom edge."
     scale = image.shape[0] / 1100
     _text(image, text, image.shape[0] - int(image.shape[0] * 0.02), (235, 235, 235), scale)
     return image
 
-# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 14
+# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 15
 def mark_filled(image, text) -> np.ndarray:
     "The filled marker: a yellow border and a yellow label at the top."
     width = max(2, int(round(image.shape[0] * BORDER_FRACTION)))
@@ -130,7 +129,7 @@ def mark_filled(image, text) -> np.ndarray:
     _text(image, text, int(image.shape[0] * 0.06), FILLED_COLOUR, image.shape[0] / 900)
     return image
 
-# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 16
+# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 17
 def render_missing(size: int, text) -> np.ndarray:
     "A missing frame: dark grey, a red cross, 'MISSING' and why."
     image = np.full((size, size, 3), 40, np.uint8)
@@ -141,12 +140,12 @@ def render_missing(size: int, text) -> np.ndarray:
     _text(image, text, int(size * 0.2), MISSING_COLOUR, size / 1000)
     return image
 
-# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 19
+# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 20
 def frame_name(satellite: int, slot: int) -> str:
     "PNG name of a rendered frame: g16_20240318T010400Z.png."
     return f"g{int(satellite)}_{timebase.format_stamp(timebase.time_of(slot))}.png"
 
-# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 22
+# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 23
 def render_frame(source: FrameSource, satellite: int, slot: int, bands, filler, size: int, reach: int) -> tuple:
     "`(entry, image)`: the render-index entry and the RGB uint8 image of `(satellite, slot)`."
     frame, own, when, _, _ = source.stored(satellite, slot)
@@ -176,7 +175,7 @@ def render_frame(source: FrameSource, satellite: int, slot: int, bands, filler, 
     image = compose(np.where(lost[:, None, None], prediction, frame), bands, size)
     return entry, mark_filled(label(image, caption), f"FILLED {', '.join(str(w) for w in filled)} A by {filler.name}")
 
-# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 24
+# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 26
 def write_frame(out: Path, entry: dict, image: np.ndarray, filler_name: str) -> None:
     "Write `image` (RGB uint8) to `out / entry['file']` and `entry` beside it (.json), each atomically."
     ok, png = cv2.imencode(".png", cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
@@ -187,7 +186,7 @@ def write_frame(out: Path, entry: dict, image: np.ndarray, filler_name: str) -> 
     with writing((out / entry["file"]).with_suffix(".json"), "frame's sidecar"):
         atomic_write_json((out / entry["file"]).with_suffix(".json"), entry | {"filler": filler_name})
 
-# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 27
+# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 29
 def render_frames(shards_dir, satellite: int, start_slot: int, end_slot: int, bands, filler, out,
                   size: int | None = None, span: int = RENDER_SPAN, progress: bool = True) -> dict:
     """Render slots `[start_slot, end_slot)` of `satellite` into `out`; returns the render index.
@@ -217,7 +216,7 @@ def render_frames(shards_dir, satellite: int, start_slot: int, end_slot: int, ba
             "end": timebase.time_of(end_slot).isoformat(), "filler": filler.name, "span": reach, "size": size,
             "counts": counts, "frames": frames}
 
-# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 29
+# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 32
 def write_movie(out, index: dict, movie, fps: int = FPS) -> Path:
     "Assemble the index's PNGs, in slot order, into an MP4 at `movie` (atomically)."
     import imageio.v2 as imageio
@@ -237,7 +236,7 @@ def write_movie(out, index: dict, movie, fps: int = FPS) -> Path:
             temporary.unlink()
     return movie
 
-# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 31
+# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 35
 def parse_bands(band, rgb) -> tuple:
     "The wavelengths to render from `--band` or `--rgb` (exactly one)."
     if (band is None) == (rgb is None):
@@ -253,7 +252,7 @@ def parse_bands(band, rgb) -> tuple:
         raise OptionError(f"band {unknown[0]} A: SUVI bands are {', '.join(str(w) for w in timebase.WAVELENGTHS)}")
     return bands
 
-# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 34
+# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 38
 def run_render(args) -> int:
     "Render, and write the movie and `render.json`, for parsed `suvi-fill render` flags; refuses bad flags first."
     from suvi_fill.plumbing.device import pick_device
@@ -285,7 +284,7 @@ def run_render(args) -> int:
           + (f"; movie {index['movie']}" if args.movie is not None else ""))
     return 0
 
-# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 37
+# %% ../../nbs/suvi_fill/evaluate/72_render.ipynb 41
 def render_command(parser):
     "`suvi-fill render`: display-mapped frames with lost bands filled."
     from suvi_fill.evaluate.fillers import FILLERS
