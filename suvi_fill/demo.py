@@ -15,12 +15,6 @@ from pathlib import Path
 
 from suvi_fill.corpus.reader import Corpus
 
-# %% auto 0
-__all__ = ['DEFAULT_OUT', 'DEMO_DAYS', 'DEMO_OUTAGE_SCALE', 'DEMO_RESOLUTION', 'DEMO_SEED', 'DEMO_SPAN_MIN', 'DEMO_GAPS',
-           'DEMO_STRETCH', 'DEMO_TRAIN', 'DEMO_SAMPLES', 'DEMO_SIDES', 'DEMO_FRAMES', 'DEMO_RGB', 'STAGES',
-           'corpus_stage', 'train_stage', 'bench_stage', 'render_stage', 'demo_command']
-
-# %% ../nbs/suvi_fill/91_demo.ipynb 3
 DEFAULT_OUT = Path("demo-out/suvi_fill")
 #: Demo archive: eight days of both satellites at 64 px, seed 0, with the random outages a
 #: fifth as frequent as the documented rates (`OutageRates.scaled`): clean runs then last
@@ -41,12 +35,17 @@ DEMO_GAPS = (1, 4, 16, 64, 300)
 #: windows: two train, one validation, one test (the last, 1,077 slots).
 DEMO_STRETCH = 2 * max(DEMO_GAPS) + 1
 
+# %% auto 0
+__all__ = ['DEFAULT_OUT', 'DEMO_DAYS', 'DEMO_OUTAGE_SCALE', 'DEMO_RESOLUTION', 'DEMO_SEED', 'DEMO_SPAN_MIN', 'DEMO_GAPS',
+           'DEMO_STRETCH', 'DEMO_TRAIN', 'DEMO_SAMPLES', 'DEMO_SIDES', 'DEMO_FRAMES', 'DEMO_RGB', 'STAGES',
+           'corpus_stage', 'train_stage', 'bench_stage', 'render_stage', 'demo_command']
+
 # %% ../nbs/suvi_fill/91_demo.ipynb 4
 def _demo_rates():
     from suvi_fill.sim import sun
     return sun.OutageRates().scaled(DEMO_OUTAGE_SCALE)
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 5
+
 def _archive_matches(archive: Path, days: float, resolution: int, seed: int) -> bool:
     "The archive in `archive` was drawn with these settings by this simulator code (`sun.simulator_digest`)."
     import dataclasses
@@ -72,7 +71,7 @@ def _corpus_matches(shards: Path, archive: Path, resolution: int, span_min: int,
             and corpus.span_min == span_min and corpus.manifest.get("split_stretch") == stretch
             and all((shards / n).exists() for n in corpus.listed))
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 7
+# %% ../nbs/suvi_fill/91_demo.ipynb 8
 def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESOLUTION, seed: int = DEMO_SEED,
                  progress: bool = True) -> Path:
     "synth -> build -> profile -> inspect into `out`; returns the corpus directory."
@@ -104,7 +103,7 @@ def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESO
         print("  " + line)
     return shards
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 10
+# %% ../nbs/suvi_fill/91_demo.ipynb 11
 #: The demo's training run, as `TrainConfig` fields (the reasons for each value are above).
 DEMO_TRAIN = dict(base=16, depth=2, batch=16, workers=0, val_samples=48, max_steps=300, eval_every=100,
                   warmup=50, lr=5e-4, plateau_evals=0, epochs=100, seed=0, balance=True, threads=2,
@@ -120,7 +119,7 @@ DEMO_FRAMES = 12
 DEMO_RGB = (304, 171, 195)
 STAGES = ("corpus", "train", "bench", "render")
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 11
+# %% ../nbs/suvi_fill/91_demo.ipynb 13
 def _sha256(path) -> str:
     import hashlib
     digest = hashlib.sha256()
@@ -129,7 +128,7 @@ def _sha256(path) -> str:
             digest.update(block)
     return digest.hexdigest()
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 12
+# %% ../nbs/suvi_fill/91_demo.ipynb 15
 class _Tee(io.TextIOBase):
     "Writes through to `stream` and keeps the text, so a reused run can print its log again."
     def __init__(self, stream):
@@ -145,7 +144,7 @@ class _Tee(io.TextIOBase):
     def lines(self) -> list:
         return [line for line in "".join(self.kept).splitlines() if line.strip()]
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 13
+# %% ../nbs/suvi_fill/91_demo.ipynb 17
 def _command_line(config) -> str:
     "The `suvi-fill train` flags that give `config` (the fields off their defaults)."
     words = []
@@ -155,7 +154,7 @@ def _command_line(config) -> str:
             words += [f"--{field.name.replace('_', '-')}"] + ([] if value is True else [str(value)])
     return " ".join(words)
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 15
+# %% ../nbs/suvi_fill/91_demo.ipynb 19
 def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
     "Train the demo model into `out/run` (or reuse a finished run); returns `best.pt`."
     from suvi_fill.plumbing.errors import SuviFillError, TrainingAborted
@@ -197,7 +196,7 @@ def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
                                                                if status == 1 else ""))
     return run_dir / "best.pt"
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 16
+# %% ../nbs/suvi_fill/91_demo.ipynb 21
 def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True,
                 sides: str = "bracketed") -> dict:
     """Bench every filler at `sides` gaps into `out/bench[/DEMO_SIDES[sides]]` (or reuse a bench of
@@ -229,7 +228,7 @@ def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", 
 
 
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 17
+# %% ../nbs/suvi_fill/91_demo.ipynb 23
 def render_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True) -> dict:
     "Render `DEMO_FRAMES` RGB frames of GOES-16 around its first lost 171 Å frame, and their movie."
     from suvi_fill.plumbing.files import atomic_write_json
@@ -256,7 +255,7 @@ def render_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu",
           f"{c['missing']} missing) and movie.mp4 -> {where}")
     return index
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 18
+# %% ../nbs/suvi_fill/91_demo.ipynb 24
 def demo_command(parser):
     "`suvi-fill demo [--out DIR] [--until STAGE]`."
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
