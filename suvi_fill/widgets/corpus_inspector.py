@@ -16,14 +16,14 @@ from suvi_fill.corpus import shards as dataset
 from suvi_fill.physics import timebase
 from suvi_fill.plumbing.errors import MissingData
 
-# %% auto 0
-__all__ = ['QUALITY_COLOURS', 'BAND_CHOICES', 'mapped', 'frame_display', 'plot_frame', 'plot_presence', 'plot_histogram',
-           'frame_figure', 'frame_caption', 'channel_options', 'inspector_controls', 'next_present_slot', 'inspector']
 
-# %% ../../nbs/suvi_fill/widgets/81_corpus_inspector.ipynb 3
 def mapped(radiance, vmin: float, vmax: float, gamma: float) -> np.ndarray:
     "The bench's display formula with explicit parameters: `((r - vmin) / vmax).clip(0, 1) ** gamma`."
     return np.clip((np.asarray(radiance, np.float64) - vmin) / vmax, 0.0, 1.0) ** gamma
+
+# %% auto 0
+__all__ = ['QUALITY_COLOURS', 'BAND_CHOICES', 'mapped', 'frame_display', 'plot_frame', 'plot_presence', 'plot_histogram',
+           'frame_figure', 'frame_caption', 'channel_options', 'inspector_controls', 'next_present_slot', 'inspector']
 
 # %% ../../nbs/suvi_fill/widgets/81_corpus_inspector.ipynb 4
 def frame_display(shard, i: int, bands=171, mapping=None) -> np.ndarray:
@@ -43,7 +43,7 @@ def frame_display(shard, i: int, bands=171, mapping=None) -> np.ndarray:
                       if shard.present[i, b] else np.zeros((shard.resolution,) * 2))
     return planes[0] if len(planes) == 1 else np.stack(planes, axis=-1)
 
-# %% ../../nbs/suvi_fill/widgets/81_corpus_inspector.ipynb 5
+# %% ../../nbs/suvi_fill/widgets/81_corpus_inspector.ipynb 7
 #: Colours of the presence strip per quality code (clean, missing, empty, nonfinite,
 #: sentinel, saturated, unreadable, duplicate).
 QUALITY_COLOURS = ("#2e7d32", "#eeeeee", "#9e9e9e", "#6a1b9a", "#d32f2f", "#ff8f00", "#000000", "#90caf9")
@@ -61,7 +61,7 @@ def plot_frame(ax, shard, i: int, bands=171, mapping=None):
     ax.set_xticks([]); ax.set_yticks([])
     return artist
 
-# %% ../../nbs/suvi_fill/widgets/81_corpus_inspector.ipynb 6
+# %% ../../nbs/suvi_fill/widgets/81_corpus_inspector.ipynb 9
 def plot_presence(ax, shard, i: int | None = None):
     "The day's presence strip: bands x slots coloured by quality code; a line at slot index `i`."
     from matplotlib.colors import ListedColormap
@@ -77,7 +77,7 @@ def plot_presence(ax, shard, i: int | None = None):
         ax.axvline(i, color="#1565c0", linewidth=1.5)
     return artist
 
-# %% ../../nbs/suvi_fill/widgets/81_corpus_inspector.ipynb 7
+# %% ../../nbs/suvi_fill/widgets/81_corpus_inspector.ipynb 11
 def plot_histogram(ax, shard, i: int, wavelength: int = 171, mapping=None, bins: int = 120):
     """Histogram of the frame's radiance (log axis) with the display mapping drawn over it.
 
@@ -110,7 +110,7 @@ def plot_histogram(ax, shard, i: int, wavelength: int = 171, mapping=None, bins:
     ax.legend(loc="upper left", fontsize="small")
     return counts, edges
 
-# %% ../../nbs/suvi_fill/widgets/81_corpus_inspector.ipynb 11
+# %% ../../nbs/suvi_fill/widgets/81_corpus_inspector.ipynb 14
 def frame_figure(shard, slot: int, bands, mapping: dict, histogram: int | None = None):
     """The inspector's figure: the frame, the histogram of band `histogram` (default: the first shown) under the
     mapping, and the day's presence strip."""
@@ -130,7 +130,7 @@ def frame_caption(satellite: int, day: str, slot: int, bands) -> str:
     shown = "/".join(str(b) for b in bands) if isinstance(bands, tuple) else str(bands)
     return f"g{satellite} {day} slot {slot} ({minutes // 60:02d}:{minutes % 60:02d} UTC) · {shown} Å"
 
-# %% ../../nbs/suvi_fill/widgets/81_corpus_inspector.ipynb 14
+# %% ../../nbs/suvi_fill/widgets/81_corpus_inspector.ipynb 17
 BAND_CHOICES = [(f"{w} Å", (w,)) for w in timebase.WAVELENGTHS] + [
     ("RGB 304/171/195", (304, 171, 195)), ("RGB 94/131/171", (94, 131, 171)), ("RGB 171/195/284", (171, 195, 284))]
 
@@ -158,14 +158,14 @@ def inspector_controls(satellites, days, satellite=None, day=None) -> dict:
         reset=widgets.Button(description="bench mapping"),
         next=widgets.Button(description="next present"))
 
-# %% ../../nbs/suvi_fill/widgets/81_corpus_inspector.ipynb 17
+# %% ../../nbs/suvi_fill/widgets/81_corpus_inspector.ipynb 20
 def next_present_slot(shard, slot: int) -> int:
     "The first slot after `slot` at which `shard` holds any band; `slot` itself when none follows (or no shard)."
     later = np.flatnonzero(shard.present.any(axis=1)[slot + 1:]) if shard is not None else []
     return int(slot + 1 + later[0]) if len(later) else slot
 
 
-# %% ../../nbs/suvi_fill/widgets/81_corpus_inspector.ipynb 19
+# %% ../../nbs/suvi_fill/widgets/81_corpus_inspector.ipynb 22
 def inspector(directory, satellite: int | None = None, day: str | None = None):
     "An ipywidgets frame inspector over the corpus in `directory` (returns the widget box; see above)."
     import ipywidgets as widgets
