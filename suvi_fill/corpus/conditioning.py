@@ -14,11 +14,7 @@ from suvi_fill.plumbing.errors import OptionError
 from suvi_fill.physics.timebase import SLOT_SECONDS, WAVELENGTHS
 from suvi_fill.corpus.sample import Sample
 
-# %% auto 0
-__all__ = ['BANDS', 'FRAME_KINDS', 'COND_LAYOUT', 'AVAILABLE', 'SAME_SATELLITE', 'KIND_TARGET', 'ABS_DT', 'DT_SCALE_SECONDS',
-           'TENSOR_KEYS', 'frame_conditioning', 'conditioning', 'to_tensors', 'pad', 'collate']
 
-# %% ../../nbs/suvi_fill/corpus/46_conditioning.ipynb 3
 #: Bands per frame: 94, 131, 171, 195, 284, 304 Å, in `timebase.WAVELENGTHS` order.
 BANDS = len(WAVELENGTHS)
 #: The kinds of frame a stack holds, in the order of the one-hot channels.
@@ -33,6 +29,10 @@ KIND_TARGET = COND_LAYOUT.index("kind_target")
 ABS_DT = COND_LAYOUT.index("abs_dt")
 #: Time normaliser: the longest rung of `samples.LADDER` (256 slots = 17 h 4 min).
 DT_SCALE_SECONDS = 256 * SLOT_SECONDS
+
+# %% auto 0
+__all__ = ['BANDS', 'FRAME_KINDS', 'COND_LAYOUT', 'AVAILABLE', 'SAME_SATELLITE', 'KIND_TARGET', 'ABS_DT', 'DT_SCALE_SECONDS',
+           'TENSOR_KEYS', 'frame_conditioning', 'conditioning', 'to_tensors', 'pad', 'collate']
 
 # %% ../../nbs/suvi_fill/corpus/46_conditioning.ipynb 4
 def frame_conditioning(kind: str, same_satellite: bool, dt_seconds: float) -> torch.Tensor:

@@ -9,11 +9,7 @@ import math
 
 import numpy as np
 
-# %% auto 0
-__all__ = ['HOWARD_COEFFICIENTS', 'RAD_PER_S', 'DEG_PER_DAY', 'EARTH_ORBIT_DEG_PER_DAY', 'EARTH_ORBITAL_RATE', 'howard_profile',
-           'sidereal_rate', 'synodic_rate', 'rotation_rate']
 
-# %% ../../nbs/suvi_fill/physics/13_rotation.ipynb 3
 #: Howard et al. (1984) sidereal rotation coefficients (A, B, C), µrad/s, as published:
 #: ω(φ) = A + B sin²φ + C sin⁴φ (sunpy's default model, `sunpy.sun.models.differential_rotation`).
 HOWARD_COEFFICIENTS = (2.894, -0.428, -0.370)
@@ -27,7 +23,11 @@ EARTH_ORBIT_DEG_PER_DAY = 0.9856
 #: The same, rad/s.
 EARTH_ORBITAL_RATE = math.radians(EARTH_ORBIT_DEG_PER_DAY) / 86_400.0
 
-# %% ../../nbs/suvi_fill/physics/13_rotation.ipynb 6
+# %% auto 0
+__all__ = ['HOWARD_COEFFICIENTS', 'RAD_PER_S', 'DEG_PER_DAY', 'EARTH_ORBIT_DEG_PER_DAY', 'EARTH_ORBITAL_RATE', 'howard_profile',
+           'sidereal_rate', 'synodic_rate', 'rotation_rate']
+
+# %% ../../nbs/suvi_fill/physics/13_rotation.ipynb 5
 def howard_profile(sin2_latitude):
     "Sidereal rotation in µrad/s at heliographic latitude φ, given sin²φ (float, array or tensor)."
     a, b, c = HOWARD_COEFFICIENTS
