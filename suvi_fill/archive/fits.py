@@ -446,7 +446,7 @@ def l2_header_values(band: int, satellite: int, when, shape, *, crpix1=None, crp
     """A complete set of L2 header values for an image of `shape` (rows, cols) taken at `when`.
 
     The disk centre defaults to the image centre, the B0 and distance to the
-    ephemeris of `suvi_fill.physics.timebase`; `extra` adds or overrides keys (upper case).
+    ephemeris of `suvi_fill.physics.ephemeris`; `extra` adds or overrides keys (upper case).
     """
     when = as_datetime(when)
     slot = slot_of(when)
