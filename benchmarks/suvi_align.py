@@ -23,7 +23,7 @@ from suvi_fill.physics import align
 
 from suvi_fill.corpus import shards as dataset
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 
 DAY = 86_400.0
 #: Target - frame times compared with sunpy: one slot, an hour, six hours, a day, both ways.
@@ -39,7 +39,7 @@ def synthetic_frame(size, radius, seed=0):
                 for _ in range(120)]
     image = align.feature_disk(size, size, radius, B0, features).numpy()
     bands = []
-    for wavelength in paths.WAVELENGTHS:
+    for wavelength in timebase.WAVELENGTHS:
         vmin, vmax, _ = metrics.DISPLAY_MAPPING[wavelength]
         bands.append(dataset.encode(vmin + 0.6 * vmax * image))
     return np.stack(bands)
@@ -48,7 +48,7 @@ def synthetic_frame(size, radius, seed=0):
 def display_psnr(ours, reference, mask):
     "Display-space PSNR over `mask`, per band then averaged (the bench's definition)."
     values = []
-    for band, wavelength in enumerate(paths.WAVELENGTHS):
+    for band, wavelength in enumerate(timebase.WAVELENGTHS):
         a = metrics.to_display(dataset.decode(ours[band]), wavelength)[mask]
         b = metrics.to_display(dataset.decode(reference[band]), wavelength)[mask]
         values.append(10 * math.log10(1.0 / max(float(np.mean((a - b) ** 2)), 1e-12)))

@@ -28,7 +28,7 @@ from suvi_fill.archive import fits
 
 from suvi_fill.archive import ingest
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 
 
 def make_shard(path, slots, resolution, rng):
@@ -99,15 +99,15 @@ def main(argv=None):
         # Ingest: real-size files.
         source = work / "l2"
         source.mkdir()
-        first = paths.first_slot_of_day("2024-03-18")
+        first = timebase.first_slot_of_day("2024-03-18")
         image = (rng.gamma(0.6, 1.0, (1280, 1280)) + 0.01).astype(np.float32)
         made = 0
         for slot in range(first, first + 1000):
             for satellite in (16, 18):
-                for band in paths.WAVELENGTHS:
+                for band in timebase.WAVELENGTHS:
                     if made >= args.files:
                         break
-                    when = paths.time_of(slot).timestamp() + 33
+                    when = timebase.time_of(slot).timestamp() + 33
                     values = fits.l2_header_values(band, satellite, when, (1280, 1280), cdelt=2.5,
                                                    crpix1=641.3, crpix2=639.2, crota=0.4)
                     fits.write_l2(source / fits.l2_name(band, satellite, slot), image, values, durable=False)
@@ -124,8 +124,8 @@ def main(argv=None):
         image = (rng.gamma(0.6, 1.0, (64, 64)) + 0.01).astype(np.float32)
         for slot in range(first, first + 50):
             for satellite in (16, 18):
-                for band in paths.WAVELENGTHS:
-                    when = paths.time_of(slot).timestamp() + 33
+                for band in timebase.WAVELENGTHS:
+                    when = timebase.time_of(slot).timestamp() + 33
                     values = fits.l2_header_values(band, satellite, when, (64, 64), cdelt=50.0)
                     fits.write_l2(small / fits.l2_name(band, satellite, slot), image, values, durable=False)
         report = ingest.build(small, work / "shards_small", resolution=64, progress=False, span_min=0)

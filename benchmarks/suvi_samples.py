@@ -28,7 +28,7 @@ from suvi_fill.corpus import shards as dataset
 
 from suvi_fill.model import net as model
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 
 from suvi_fill.corpus import sampler as samples
 
@@ -42,7 +42,7 @@ DROP_RATE = 0.05
 def write_corpus(directory: Path, resolution: int) -> dict:
     "Two shards (g16, g18) holding STORED_SLOTS slots of smooth random frames."
     rng = np.random.default_rng(0)
-    first = paths.first_slot_of_day(DAY)
+    first = timebase.first_slot_of_day(DAY)
     base = rng.random((6, resolution // 16, resolution // 16)).astype(np.float32)
     base = np.kron(base, np.ones((16, 16), np.float32)) * 0.5 + 0.1
     for satellite in (16, 18):
@@ -59,7 +59,7 @@ def write_corpus(directory: Path, resolution: int) -> dict:
 def trace_model() -> availability.Availability:
     "A real Availability over a week-long synthetic trace with independent drops and some frame gaps."
     rng = np.random.default_rng(1)
-    slots = np.arange(7 * paths.SLOTS_PER_DAY)
+    slots = np.arange(7 * timebase.SLOTS_PER_DAY)
     present = rng.random((len(slots), 2, 6)) > DROP_RATE
     present[rng.random((len(slots), 2)) < 0.02] = False
     return availability.Availability(slots, (16, 18), present)
@@ -68,7 +68,7 @@ def trace_model() -> availability.Availability:
 def identity_calibration() -> dict:
     return {"reference": 16, "bands": {str(w): {"16": {"gain": 1.0, "offset": 0.0},
                                                  "18": {"gain": 1.0, "offset": 0.0}}
-                                       for w in paths.WAVELENGTHS}}
+                                       for w in timebase.WAVELENGTHS}}
 
 
 def bench_sampler(resolution: int, builds: int) -> None:
@@ -80,8 +80,8 @@ def bench_sampler(resolution: int, builds: int) -> None:
         sampler = samples.Sampler(shards, (16, 18), trace_model(), seed=0,
                                   calibration=identity_calibration())
         targets = sampler.targets()
-        targets = [t for t in targets if paths.first_slot_of_day(DAY) + 16 <= t[1]
-                   < paths.first_slot_of_day(DAY) + STORED_SLOTS - 16]
+        targets = [t for t in targets if timebase.first_slot_of_day(DAY) + 16 <= t[1]
+                   < timebase.first_slot_of_day(DAY) + STORED_SLOTS - 16]
         sampler.build(*targets[0], sampler.rng)                   # map the shards, warm caches
         # The bound, measured interleaved with the builds so load drift hits both alike.
         # Build reads only the planes a sample holds (the rest of its stack stays
@@ -141,11 +141,11 @@ def bench_align(resolution: int) -> None:
     depth = 12
     rng = np.random.default_rng(3)
     stack = torch.from_numpy(rng.random((1, depth, 6, resolution, resolution), dtype=np.float32) * 0.6)
-    dts = torch.linspace(-16, 16, depth)[None] * paths.SLOT_SECONDS
+    dts = torch.linspace(-16, 16, depth)[None] * timebase.SLOT_SECONDS
     valid = torch.ones(1, depth)
     gains, offsets = torch.ones(1, depth, 6) * 1.02, torch.zeros(1, depth, 6)
     b0 = torch.tensor([-7.0])
-    radius = torch.tensor([dataset.solar_radius_pixels(paths.time_of(0), resolution)])
+    radius = torch.tensor([dataset.solar_radius_pixels(timebase.time_of(0), resolution)])
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     for device in devices:
         args = [t.to(device) for t in (stack, dts, valid, gains, offsets, b0, radius)]
@@ -170,7 +170,7 @@ def bench_model(size: int, batch: int, steps: int) -> None:
     rng = np.random.default_rng(4)
     aligned = torch.from_numpy(rng.random((batch, depth, 6, size, size), dtype=np.float32))
     rows = [model.frame_conditioning("target", True, 0.0)] + [
-        model.frame_conditioning("anchor", k % 2 == 0, (k - depth / 2) * paths.SLOT_SECONDS)
+        model.frame_conditioning("anchor", k % 2 == 0, (k - depth / 2) * timebase.SLOT_SECONDS)
         for k in range(1, depth)]
     condition = torch.stack(rows)[None].repeat(batch, 1, 1)
     present = torch.ones(batch, depth, 6)

@@ -13,7 +13,7 @@ from suvi_fill.physics import align
 
 from suvi_fill.corpus import shards as dataset
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 
 
 def need(module: str, why: str):
@@ -42,7 +42,7 @@ FEATURES = [(lat, lon, 3.0, 0.5) for lat in (-50, -20, 0, 15, 40) for lon in (-7
 def test_display_psnr_against_sunpy_is_above_40_db(dt):
     image = align.feature_disk(SIZE, SIZE, RADIUS, B0, FEATURES).numpy()
     coded = np.stack([dataset.encode(metrics.DISPLAY_MAPPING[w][0] + 0.6 * metrics.DISPLAY_MAPPING[w][1] * image)
-                      for w in paths.WAVELENGTHS])
+                      for w in timebase.WAVELENGTHS])
     aligned, coverage = align.align_stack(
         torch.from_numpy(coded)[None, None], torch.tensor([[dt]]), torch.ones(1, 1, dtype=torch.bool),
         torch.ones(1, 1, 6), torch.zeros(1, 1, 6), torch.tensor([B0]), torch.tensor([RADIUS]),
@@ -51,7 +51,7 @@ def test_display_psnr_against_sunpy_is_above_40_db(dt):
     rho = np.hypot(rows - (SIZE - 1) / 2, cols - (SIZE - 1) / 2) / RADIUS
     covered = coverage[0, 0].numpy() > 0
     psnr = []
-    for band, wavelength in enumerate(paths.WAVELENGTHS[:3]):          # the geometry is band-blind
+    for band, wavelength in enumerate(timebase.WAVELENGTHS[:3]):          # the geometry is band-blind
         reference = align.sunpy_rotate(coded[band], dt, B0, RADIUS)
         finite = np.isfinite(reference)
         mask = (rho <= 1) & covered & finite

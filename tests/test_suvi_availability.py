@@ -6,19 +6,19 @@ import pytest
 from conftest import run, tool
 from suvi_fill.corpus import availability
 from suvi_fill.corpus import shards as dataset
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 from suvi_fill.corpus import segments
 from suvi_fill.sim.outages import OK, OutageRates, outage_plan
 from test_suvi_ingest import DAY, write_archive
 
-D0 = paths.first_slot_of_day(DAY)
+D0 = timebase.first_slot_of_day(DAY)
 
 
 @pytest.fixture(scope="module")
 def archive_trace():
     "A 20-day presence trace from the simulator's outage process (eclipses, dual failures, gaps...)."
-    first = paths.first_slot_of_day("2024-03-10")
-    status, _, _ = outage_plan(first, 20 * paths.SLOTS_PER_DAY, (16, 18), OutageRates(), 7)
+    first = timebase.first_slot_of_day("2024-03-10")
+    status, _, _ = outage_plan(first, 20 * timebase.SLOTS_PER_DAY, (16, 18), OutageRates(), 7)
     present = status == OK
     return availability.Availability(np.arange(first, first + len(present)), (16, 18), present)
 

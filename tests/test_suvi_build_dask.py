@@ -6,7 +6,7 @@ import pytest
 
 from conftest import run, tool
 from suvi_fill.archive import ingest
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 from suvi_fill.sim.synth import synthesize
 from suvi_fill.plumbing.errors import OptionError
 

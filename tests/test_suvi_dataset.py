@@ -10,7 +10,7 @@ import pytest
 
 from suvi_fill.corpus import shards as dataset
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 
 DAY = "2024-03-01"
 N = 24
@@ -49,8 +49,8 @@ def test_random_access_matches_what_was_written(tmp_path):
     written = make_shard(path)
     shard = dataset.Shard(path)
     assert (shard.day, shard.satellite, shard.resolution) == (DAY, 16, N)
-    assert shard.slots.dtype == np.int64 and len(shard.slots) == paths.SLOTS_PER_DAY
-    assert shard.slots[0] == paths.first_slot_of_day(DAY) and np.all(np.diff(shard.slots) == 1)
+    assert shard.slots.dtype == np.int64 and len(shard.slots) == timebase.SLOTS_PER_DAY
+    assert shard.slots[0] == timebase.first_slot_of_day(DAY) and np.all(np.diff(shard.slots) == 1)
     assert shard.present.shape == (360, 6) and shard.present.dtype == bool
     assert shard.quality.dtype == np.uint8 and shard.b0.dtype == np.float32 and shard.radius.dtype == np.float32
     assert shard.present.sum() == len(written) and (shard.quality[shard.present] == dataset.CLEAN).all()

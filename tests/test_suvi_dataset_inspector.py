@@ -13,12 +13,12 @@ from suvi_fill.widgets import corpus_inspector as inspector
 
 from suvi_fill.archive import ingest
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 from test_suvi_ingest import DAY, write_archive
 
 
 def test_plots_show_the_frame_presence_and_mapping(tmp_path):
-    d0 = paths.first_slot_of_day(DAY)
+    d0 = timebase.first_slot_of_day(DAY)
     write_archive(tmp_path / "src", range(d0 + 10, d0 + 14), n=32, skip={(16, d0 + 12, 195)})
     ingest.build(tmp_path / "src", tmp_path / "out", progress=False, span_min=1)
     shard = dataset.Shard(tmp_path / "out" / dataset.shard_name(DAY, 16))

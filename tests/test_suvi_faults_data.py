@@ -20,14 +20,14 @@ from suvi_fill.corpus import availability
 from suvi_fill.corpus import shards as dataset
 from suvi_fill.archive import fits
 from suvi_fill.archive import ingest
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 from suvi_fill.corpus import segments
 from suvi_fill.corpus.reader import MANIFEST, Corpus, manifest_digest
 from suvi_fill.plumbing.errors import InvalidData, MissingData
 from suvi_fill.plumbing.lock import LOCK_NAME
 
 DAY = "2024-03-01"
-D0 = paths.first_slot_of_day(DAY)
+D0 = timebase.first_slot_of_day(DAY)
 N = 16                                       # source frames 16 px at 200 arcsec: the disk fits
 ENV = {"PYTHONPATH": str(ROOT / "tests")}
 
@@ -42,8 +42,8 @@ def write_frames(directory, slots, satellites=(16, 18), n=N):
     disk += np.random.default_rng(0).uniform(0, 0.05, disk.shape).astype(np.float32)    # no value repeats: no sentinel
     for satellite in satellites:
         for slot in slots:
-            for band in paths.WAVELENGTHS:
-                when = paths.time_of(slot).timestamp() + 30.0
+            for band in timebase.WAVELENGTHS:
+                when = timebase.time_of(slot).timestamp() + 30.0
                 values = fits.l2_header_values(band, satellite, when, (n, n), cdelt=cdelt)
                 fits.write_l2(directory / fits.l2_name(band, satellite, slot), disk * band / 100, values,
                               durable=False)
@@ -206,7 +206,7 @@ def test_frames_that_cannot_be_suvi_frames_are_quarantined_and_the_build_goes_on
     shutil.copytree(source, src)
     first = D0 + 60
     for offset, (shape, changes, _) in BAD_FRAMES.items():
-        when = paths.time_of(first + offset).timestamp() + 30.0
+        when = timebase.time_of(first + offset).timestamp() + 30.0
         cdelt = 3200.0 / shape[1]
         values = fits.l2_header_values(195, 16, when, shape, cdelt=cdelt, **changes)
         fits.write_l2(src / fits.l2_name(195, 16, first + offset), np.ones(shape, np.float32), values, durable=False)
@@ -219,8 +219,8 @@ def test_frames_that_cannot_be_suvi_frames_are_quarantined_and_the_build_goes_on
         assert key in reasons[fits.l2_name(195, 16, first + offset)], (key, reasons)
     with dataset.Shard(tmp_path / "out" / dataset.shard_name(DAY, 16)) as shard:
         rows = [shard.index_of(first + offset) for offset in BAD_FRAMES]
-        assert (shard.quality[rows, paths.BAND_INDEX[195]] == dataset.UNREADABLE).all()
-        assert not shard.present[rows, paths.BAND_INDEX[195]].any()
+        assert (shard.quality[rows, timebase.BAND_INDEX[195]] == dataset.UNREADABLE).all()
+        assert not shard.present[rows, timebase.BAND_INDEX[195]].any()
 
 
 # ------------------------------------------------------------- item 6: a failed rebuild keeps the old corpus
@@ -320,7 +320,7 @@ def test_a_full_disk_names_the_file_and_keeps_the_old_corpus(source, tmp_path):
         small = write_frames(tmp_path / "small", range(D0 + 10, D0 + 20), satellites=(16,))
         assert build_cli(small, disk / "shards").returncode == 0
         digest = Corpus.open(disk / "shards").digest
-        bigger = write_frames(tmp_path / "bigger", [D0 + k * paths.SLOTS_PER_DAY + 10 for k in range(6)])
+        bigger = write_frames(tmp_path / "bigger", [D0 + k * timebase.SLOTS_PER_DAY + 10 for k in range(6)])
         result = build_cli(bigger, disk / "shards")
         assert result.returncode == 2 and "No space left on device" in one_line(result)
         assert "while writing " + str(disk / "shards" / ingest.STAGING) in result.stderr

@@ -19,7 +19,7 @@ from test_suvi_faults_data import D0, DAY, N, build_cli, one_line, write_frames
 from suvi_fill.corpus import shards as dataset
 from suvi_fill.archive import fits
 from suvi_fill.archive import ingest
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import ephemeris, timebase
 from suvi_fill.corpus.reader import MANIFEST, Corpus, inspect_command, manifest_digest
 from suvi_fill.plumbing.errors import InvalidData
 from suvi_fill.plumbing.lock import directory_lock
@@ -122,7 +122,7 @@ def test_filled_files_are_skipped_not_ingested(source, tmp_path):
     assert f"skipped: {lost[0]}: FILLED = T" in result.stdout and "skipped 8 files suvi-fill fill wrote" in result.stdout
     with dataset.Shard(tmp_path / "out" / dataset.shard_name(DAY, 16)) as shard:
         rows = [shard.index_of(slot) for slot in SLOTS[:5]]
-        assert (shard.quality[rows, paths.BAND_INDEX[304]] == dataset.MISSING).all()
+        assert (shard.quality[rows, timebase.BAND_INDEX[304]] == dataset.MISSING).all()
 
 
 # ------------------------------------------------------------- item 11: readers during a rebuild
@@ -228,11 +228,11 @@ def test_an_unusable_scheduler_address_is_one_line(source, tmp_path, address):
 def _disk(slot, band, scale=1.0):
     cdelt = 3200.0 / N
     rows, cols = np.mgrid[:N, :N]
-    radius = paths.solar_radius_arcsec(paths.time_of(slot)) / cdelt
+    radius = ephemeris.solar_radius_arcsec(timebase.time_of(slot)) / cdelt
     on_disk = np.hypot(rows - (N - 1) / 2, cols - (N - 1) / 2) < radius
     corona = np.random.default_rng(slot + band).integers(1, 6, (N, N))     # no value over half the frame
     values = np.where(on_disk, 50.0 + rows + cols, corona) * scale
-    return values, fits.l2_header_values(band, 16, paths.time_of(slot).timestamp() + 30.0, (N, N), cdelt=cdelt)
+    return values, fits.l2_header_values(band, 16, timebase.time_of(slot).timestamp() + 30.0, (N, N), cdelt=cdelt)
 
 
 def test_a_negative_disk_is_quarantined_and_small_negatives_are_kept(source, tmp_path):
@@ -257,5 +257,5 @@ def test_a_negative_disk_is_quarantined_and_small_negatives_are_kept(source, tmp
     assert all("solar disk is negative" in reason for reason in reasons.values()), reasons
     with dataset.Shard(tmp_path / "out" / dataset.shard_name(DAY, 16)) as shard:
         row = shard.index_of(SLOTS[4])
-        assert shard.quality[row, paths.BAND_INDEX[94]] == shard.quality[row, paths.BAND_INDEX[131]] == dataset.UNREADABLE
-        assert shard.quality[row, paths.BAND_INDEX[171]] == dataset.CLEAN
+        assert shard.quality[row, timebase.BAND_INDEX[94]] == shard.quality[row, timebase.BAND_INDEX[131]] == dataset.UNREADABLE
+        assert shard.quality[row, timebase.BAND_INDEX[171]] == dataset.CLEAN

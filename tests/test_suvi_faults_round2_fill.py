@@ -23,12 +23,12 @@ from test_suvi_faults_train import SHORT, error_line, finished, train  # noqa: F
 from test_suvi_fill import need
 from test_suvi_train import ENV, corpus, state  # noqa: F401  (corpus is a fixture)
 from suvi_fill.archive import fits
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 from suvi_fill.sim.outages import OutageRates
 from suvi_fill.sim.scene import DEFAULT_START
 from suvi_fill.sim.synth import archive_path, synthesize
 
-FIRST = paths.first_slot_of_day(DEFAULT_START)
+FIRST = timebase.first_slot_of_day(DEFAULT_START)
 LOST_171 = (171, 16, FIRST + 10)            # one band of a GOES-16 frame
 LOST_FRAME = (18, FIRST + 20)               # every band of a GOES-18 frame
 
@@ -50,7 +50,7 @@ def archive(tmp_path_factory):
     synthesize(archive, hours=2, resolution=32, progress=False, rates=OutageRates().scaled(0))
     (work / "removed").mkdir()
     lost = [archive_path(archive, *LOST_171)]
-    lost += [archive_path(archive, band, *LOST_FRAME) for band in paths.WAVELENGTHS]
+    lost += [archive_path(archive, band, *LOST_FRAME) for band in timebase.WAVELENGTHS]
     for path in lost:
         os.replace(path, work / "removed" / path.name)
     return archive
@@ -109,10 +109,10 @@ def test_a_checkpoint_whose_net_config_contradicts_its_weights_is_refused_before
 def test_every_band_of_a_frame_that_lost_all_six_keeps_the_frames_own_time(filled):
     out, _ = filled
     satellite, slot = LOST_FRAME
-    headers = [fits.read_l2_raw(out / fits.l2_name(band, satellite, slot))[1] for band in paths.WAVELENGTHS]
+    headers = [fits.read_l2_raw(out / fits.l2_name(band, satellite, slot))[1] for band in timebase.WAVELENGTHS]
     for key in ("DATE-OBS", "DATE-BEG", "DATE-END", "DSUN_OBS", "SOLAR_B0", "DIAM_SUN"):
         assert len({header[key] for header in headers}) == 1, [header[key] for header in headers]
-    assert all(paths.slot_of(header["DATE-OBS"]) == slot and paths.slot_of(header["DATE-BEG"]) == slot
+    assert all(timebase.slot_of(header["DATE-OBS"]) == slot and timebase.slot_of(header["DATE-BEG"]) == slot
                for header in headers)
 
 
@@ -121,7 +121,7 @@ def test_filled_header_never_changes_the_reference_header(archive):
     index = fill_module.ArchiveIndex(archive)
     raw, parsed = index.reference(LOST_FRAME[0], LOST_FRAME[1])
     before = raw.tostring()
-    for band in paths.WAVELENGTHS:
+    for band in timebase.WAVELENGTHS:
         fill_module.filled_header(raw, parsed, band, LOST_FRAME[0], LOST_FRAME[1], "linear", None, 1)
     assert raw.tostring() == before
 
@@ -153,7 +153,7 @@ def test_a_filled_file_has_no_blank_cards_and_sunpy_saves_it_without_warnings(fi
         warnings.simplefilter("ignore")
         sunpy_map = need("sunpy.map")
     out, _ = filled
-    for band in paths.WAVELENGTHS:
+    for band in timebase.WAVELENGTHS:
         header = fits.read_l2_raw(out / fits.l2_name(band, *LOST_FRAME))[1]
         assert all(card.keyword.strip() for card in header.cards)
     with warnings.catch_warnings():
@@ -171,7 +171,7 @@ def test_a_window_reads_only_the_files_named_within_its_reach(archive, tmp_path,
         monkeypatch.setattr(fits, name, lambda item, *a, _original=original, **k: read.append(Path(str(item)).name)
                             or _original(item, *a, **k))
     satellite, slot = LOST_FRAME
-    start, end = paths.time_of(slot), paths.time_of(slot + 1)
+    start, end = timebase.time_of(slot), timebase.time_of(slot + 1)
     status = cli.main(["fill", "--source", str(archive), "--out", str(tmp_path / "out"), "--filler", "linear",
                        "--span", "2", "--start", start.isoformat(), "--end", end.isoformat(), "--quiet"])
     assert status == 0
@@ -179,7 +179,7 @@ def test_a_window_reads_only_the_files_named_within_its_reach(archive, tmp_path,
     assert slots and min(slots) >= slot - 2 and max(slots) <= slot + 2, sorted(slots)
     assert len(set(read)) < len(list(archive.rglob("*.fits"))) / 4
     written = sorted(p.name for p in (tmp_path / "out").glob("*.fits"))
-    assert written == sorted(fits.l2_name(band, satellite, slot) for band in paths.WAVELENGTHS)
+    assert written == sorted(fits.l2_name(band, satellite, slot) for band in timebase.WAVELENGTHS)
     report = json.loads((tmp_path / "out" / "fill_report.json").read_text())
     assert report["source_files_read"] == len(set(read))
     assert report["source_files"] == len(list(archive.rglob("*.fits")))
@@ -328,9 +328,9 @@ def test_gap_max_beyond_the_corpus_is_bounded_by_it_in_one_line(finished, tmp_pa
     result = train(shards, tmp_path / "run", "--gap-max", str(10**9), *SHORT)
     assert result.returncode == 0, result.stdout + result.stderr
     bounded = [line for line in result.stdout.splitlines() if "--gap-max" in line]
-    assert bounded == [f"  --gap-max 1000000000: bounded to {days * paths.SLOTS_PER_DAY} slots, the length of "
+    assert bounded == [f"  --gap-max 1000000000: bounded to {days * timebase.SLOTS_PER_DAY} slots, the length of "
                        f"the corpus ({days} days)"], result.stdout
-    assert state(tmp_path / "run" / "last.pt")["args"]["gap_max"] == days * paths.SLOTS_PER_DAY
+    assert state(tmp_path / "run" / "last.pt")["args"]["gap_max"] == days * timebase.SLOTS_PER_DAY
 
 
 # ------------------------------------------------- 19. render's --size and --fps
@@ -340,10 +340,10 @@ def test_gap_max_beyond_the_corpus_is_bounded_by_it_in_one_line(finished, tmp_pa
                                                   ("--fps", "-3", "--fps -3: must be from 1 to 120 frames/s"),
                                                   ("--fps", "0", "--fps 0: must be from 1 to 120 frames/s")])
 def test_render_refuses_sizes_and_frame_rates_out_of_range(corpus, tmp_path, flag, value, message):  # noqa: F811
-    start = paths.time_of(paths.first_slot_of_day("2024-06-20") + 180)
+    start = timebase.time_of(timebase.first_slot_of_day("2024-06-20") + 180)
     result = run([tool("suvi-fill"), "render", "--shards", str(corpus), "--out", str(tmp_path / "out"),
                   "--device", "cpu", "--quiet", "--satellite", "16", "--start", start.isoformat(),
-                  "--end", (start + (paths.time_of(1) - paths.time_of(0)) * 2).isoformat(), "--band", "171",
+                  "--end", (start + (timebase.time_of(1) - timebase.time_of(0)) * 2).isoformat(), "--band", "171",
                   "--fill", "nearest", "--movie", str(tmp_path / "m.mp4"), flag, value], env=ENV, cwd=ROOT)
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in error_line(result)

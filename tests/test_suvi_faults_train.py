@@ -276,15 +276,15 @@ def hold_lock(directory: Path, pid: int):
 
 def commands(shards, out):
     "The argv of pool-produce, bench and render writing into `out`, each as small as it runs."
-    from suvi_fill.physics import timebase as paths
-    start = paths.time_of(paths.first_slot_of_day("2024-06-20") + 180)
+    from suvi_fill.physics import timebase
+    start = timebase.time_of(timebase.first_slot_of_day("2024-06-20") + 180)
     return {
         "pool-produce": ["pool-produce", "--shards", str(shards), "--out", str(out), "--slices", "1", "--days", "1"],
         "bench": ["bench", "--shards", str(shards), "--out", str(out), "--device", "cpu", "--quiet", "--fillers",
                   "nearest", "--gaps", "1", "--samples", "1"],
         "render": ["render", "--shards", str(shards), "--out", str(out), "--device", "cpu", "--quiet",
                    "--satellite", "16", "--start", start.strftime("%Y-%m-%dT%H:%MZ"),
-                   "--end", paths.time_of(paths.first_slot_of_day("2024-06-20") + 182).strftime("%Y-%m-%dT%H:%MZ"),
+                   "--end", timebase.time_of(timebase.first_slot_of_day("2024-06-20") + 182).strftime("%Y-%m-%dT%H:%MZ"),
                    "--band", "171", "--fill", "nearest"],
     }
 

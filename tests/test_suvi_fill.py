@@ -16,12 +16,12 @@ import pytest
 from conftest import run, tool
 from suvi_fill.archive import fits
 from suvi_fill.archive import ingest
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import ephemeris, timebase
 from suvi_fill.sim.outages import OutageRates
 from suvi_fill.sim.scene import DEFAULT_START
 from suvi_fill.sim.synth import archive_path, synthesize
 
-FIRST = paths.first_slot_of_day(DEFAULT_START)
+FIRST = timebase.first_slot_of_day(DEFAULT_START)
 LOST_171 = (171, 16, FIRST + 10)            # one band of a GOES-16 frame
 LOST_FRAME = (18, FIRST + 20)               # every band of a GOES-18 frame
 
@@ -49,7 +49,7 @@ def filled(tmp_path_factory):
     synthesize(archive, hours=2, resolution=32, progress=False, rates=OutageRates().scaled(0))
     removed.mkdir()
     lost = [archive_path(archive, *LOST_171)]
-    lost += [archive_path(archive, band, LOST_FRAME[0], LOST_FRAME[1]) for band in paths.WAVELENGTHS]
+    lost += [archive_path(archive, band, LOST_FRAME[0], LOST_FRAME[1]) for band in timebase.WAVELENGTHS]
     lost += list(archive.rglob("dr_suvi-l2-ci094_*.fits"))
     for path in lost:
         if path.exists():
@@ -86,14 +86,14 @@ def test_fill_writes_each_lost_band_with_the_frames_geometry_and_radiance(filled
 def test_a_frame_that_lost_every_band_borrows_its_neighbours_geometry(filled):
     work, archive, _, _, _ = filled
     satellite, slot = LOST_FRAME
-    written = sorted(p.name for p in (work / "out").glob(f"*_g{satellite}_s{paths.format_stamp(paths.time_of(slot))}*"))
-    assert written == sorted(fits.l2_name(b, satellite, slot) for b in paths.WAVELENGTHS if b != 94)
+    written = sorted(p.name for p in (work / "out").glob(f"*_g{satellite}_s{timebase.format_stamp(timebase.time_of(slot))}*"))
+    assert written == sorted(fits.l2_name(b, satellite, slot) for b in timebase.WAVELENGTHS if b != 94)
     header = fits.read_l2(work / "out" / written[0])[1]
     _, cards = fits.read_l2_raw(work / "out" / written[0])
     neighbour = fits.read_l2(archive.rglob(cards["FILLREF"]).__next__())[1]
     assert abs(neighbour.slot - slot) == 1 and header.slot == slot
     assert (header.crpix1, header.cdelt1, header.crota) == (neighbour.crpix1, neighbour.cdelt1, neighbour.crota)
-    assert "OBSGEO-X" not in cards and abs(header.b0 - paths.solar_b0(header.time)) < 1e-9
+    assert "OBSGEO-X" not in cards and abs(header.b0 - ephemeris.solar_b0(header.time)) < 1e-9
 
 
 def test_unfillable_bands_are_listed_and_counted_and_the_source_is_untouched(filled):
@@ -133,8 +133,8 @@ def test_the_learned_filler_records_its_checkpoint_digest(filled, tmp_path):
     path = tmp_path / "best.pt"
     checkpoint.save(path, checkpoint.Checkpoint(model=net.state_dict(), net=net.config, ladder=samples.LADDER,
                                                 cond_layout=conditioning.COND_LAYOUT))
-    start = paths.time_of(LOST_171[2]).isoformat()
-    end = paths.time_of(LOST_171[2] + 1).isoformat()
+    start = timebase.time_of(LOST_171[2]).isoformat()
+    end = timebase.time_of(LOST_171[2] + 1).isoformat()
     result = run([tool("suvi-fill"), "fill", "--source", str(archive), "--out", str(tmp_path / "out"),
                   "--checkpoint", str(path), "--satellite", "16", "--start", start, "--end", end, "--quiet",
                   "--device", "cpu"])

@@ -12,7 +12,7 @@ from test_suvi_fillers import fill_corpus, test_samples  # noqa: F401 (fixtures)
 
 
 def test_comparison_content(test_samples):
-    from suvi_fill.physics import timebase as paths
+    from suvi_fill.physics import timebase
     from suvi_fill.evaluate.bench import band_psnr
     from suvi_fill.widgets.filler_inspector import (FIGURE_WIDTH, TITLE_POINTS, comparison, plot_comparison, predictions_for,
                                              sample_title)
@@ -21,10 +21,10 @@ def test_comparison_content(test_samples):
     for sample in test_samples[:3]:
         predictions = predictions_for(sample, fillers)
         rows = comparison(sample, predictions)
-        lost = [paths.WAVELENGTHS[b] for b in np.flatnonzero(sample.lost)]
+        lost = [timebase.WAVELENGTHS[b] for b in np.flatnonzero(sample.lost)]
         assert [r["band"] for r in rows] == lost
         for row in rows:
-            b = paths.BAND_INDEX[row["band"]]
+            b = timebase.BAND_INDEX[row["band"]]
             for name, prediction in predictions.items():
                 assert row["psnr"][name] == band_psnr(prediction, sample.target)[b]
                 assert np.allclose(row["errors"][name], row["outputs"][name] - row["truth"])

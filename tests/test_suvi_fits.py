@@ -8,7 +8,7 @@ import pytest
 from astropy.io import fits
 
 from suvi_fill.archive import fits as l2
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import ephemeris, timebase
 
 #: The real GOES-16 header (sunpy test data, BSD-2-Clause), kept in the repository.
 FIXTURE = (Path(__file__).resolve().parent / "data" / "suvi"
@@ -37,7 +37,7 @@ def test_every_value_of_the_real_header(real_file):
     assert h.time == dt.datetime(2019, 4, 3, 9, 32, 33, 340000, tzinfo=UTC)
     assert h.start == dt.datetime(2019, 4, 3, 9, 32, 33, 340000, tzinfo=UTC)
     assert h.end == dt.datetime(2019, 4, 3, 9, 35, 43, 348000, tzinfo=UTC)
-    assert h.slot == paths.slot_of("2019-04-03T09:32:00Z")
+    assert h.slot == timebase.slot_of("2019-04-03T09:32:00Z")
     assert h.shape == (40, 40)
     assert (h.crpix1, h.crpix2, h.cdelt1, h.cdelt2) == (20.5, 20.5, 80.0, 80.0)
     assert h.centre == (19.5, 19.5)
@@ -56,7 +56,7 @@ def test_every_value_of_the_real_header(real_file):
     # Derived: the rebinned file's DIAM_SUN is still in native pixels; radius_px is right for 80"/px.
     assert abs(h.radius_arcsec - h.diam_sun * 2.5 / 2) < 0.05
     assert abs(h.radius_px - h.radius_arcsec / 80.0) < 1e-12 and 11.9 < h.radius_px < 12.1
-    assert abs(h.b0 - paths.solar_b0(h.time)) < 0.1
+    assert abs(h.b0 - ephemeris.solar_b0(h.time)) < 0.1
 
 
 def test_name_parse_matches_the_header():
@@ -65,23 +65,23 @@ def test_name_parse_matches_the_header():
     assert (named.band, named.satellite, named.version) == (195, 16, "1-0-0")
     assert named.start == dt.datetime(2019, 4, 3, 9, 32, tzinfo=UTC)
     assert named.end == dt.datetime(2019, 4, 3, 9, 36, tzinfo=UTC)
-    assert named.slot == paths.slot_of(header["DATE-OBS"])
+    assert named.slot == timebase.slot_of(header["DATE-OBS"])
     assert l2.l2_name(195, 16, named.slot) == header["FILENAME"]
     assert l2.parse_l2_name(FIXTURE.name).band == 195
 
 
-@pytest.mark.parametrize("band", paths.WAVELENGTHS)
-@pytest.mark.parametrize("satellite", paths.SATELLITES)
+@pytest.mark.parametrize("band", timebase.WAVELENGTHS)
+@pytest.mark.parametrize("satellite", timebase.SATELLITES)
 def test_round_trip_every_band_and_satellite(tmp_path, band, satellite):
     rng = np.random.default_rng(band * satellite)
     image = rng.normal(1.0, 0.5, (32, 24)).astype(np.float32)
-    when = paths.time_of(paths.slot_of("2024-03-20T23:58:10")) + dt.timedelta(seconds=17.25)
+    when = timebase.time_of(timebase.slot_of("2024-03-20T23:58:10")) + dt.timedelta(seconds=17.25)
     values = l2.l2_header_values(band, satellite, when, image.shape, crpix1=12.9, crpix2=16.1,
                                  cdelt=100.0, crota=-0.45, exptime=0.25, eclipse=True)
     path = l2.write_l2(tmp_path / values["FILENAME"], image, values, durable=satellite == 16)
     data, h = l2.read_l2(path)
     assert np.array_equal(data, image)
-    assert (h.band, h.satellite, h.slot, h.time) == (band, satellite, paths.slot_of(when), when)
+    assert (h.band, h.satellite, h.slot, h.time) == (band, satellite, timebase.slot_of(when), when)
     assert (h.crpix1, h.crpix2, h.cdelt1, h.crota, h.exptime) == (12.9, 16.1, 100.0, -0.45, 0.25)
     assert h.eclipse and not h.empty and not h.degraded and h.defaulted == ()
     assert h.img_min == float(image.min()) and abs(h.img_sdev - float(image.std())) < 1e-5

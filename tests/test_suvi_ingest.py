@@ -13,7 +13,7 @@ from conftest import ROOT, run, tool
 from suvi_fill.corpus import shards as dataset
 from suvi_fill.archive import fits
 from suvi_fill.archive import ingest
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import ephemeris, timebase
 from suvi_fill.corpus import segments
 from suvi_fill.sim.synth import simulator_digest
 
@@ -30,7 +30,7 @@ def sun_image(n, cdelt, crpix1, crpix2, crota, when, band, gain=1.0, offset=0.0,
     rho = math.radians(crota)
     tx = cdelt * (math.cos(rho) * dx - math.sin(rho) * dy)
     ty = cdelt * (math.sin(rho) * dx + math.cos(rho) * dy)
-    radius = paths.solar_radius_arcsec(when)
+    radius = ephemeris.solar_radius_arcsec(when)
     r = np.hypot(tx, ty) / radius
     disk = np.where(r < 1, 1.0 + 0.5 * (1 - np.sqrt(np.clip(1 - r ** 2, 0, 1))), 0.05 * np.exp(-(r - 1) * 4))
     spot = 20.0 * np.exp(-0.5 * (np.hypot(tx, ty - 0.5 * radius) / (spot_width * radius)) ** 2)
@@ -51,10 +51,10 @@ def write_archive(directory, slots, satellites=(16, 18), n=48, gains=None, seed=
     written = []
     for s_index, satellite in enumerate(satellites):
         for slot in slots:
-            for b, band in enumerate(paths.WAVELENGTHS):
+            for b, band in enumerate(timebase.WAVELENGTHS):
                 if (satellite, slot, band) in skip:
                     continue
-                when = paths.time_of(slot).timestamp() + 33.0
+                when = timebase.time_of(slot).timestamp() + 33.0
                 crpix1, crpix2 = n / 2 + 0.5 + 0.8 * s_index, n / 2 + 0.5 - 0.6 * s_index
                 crota = 1.5 * s_index if roll else 0.0
                 gain, offset = (gains or {}).get(satellite, (1.0, 0.0))
@@ -102,7 +102,7 @@ def test_real_header_is_parsed_and_placed(real_header_corpus):
     assert header.time.isoformat().startswith("2019-04-03T09:32:33.34")
     assert report["reasons"]["clean"] == 1 and report["degraded"] == 1 and report["unreadable"] == []
     shard = dataset.Shard(out / dataset.shard_name("2019-04-03", 16))
-    i = shard.index_of(paths.slot_of(header.time))
+    i = shard.index_of(timebase.slot_of(header.time))
     assert i == (9 * 60 + 32) // 4
     assert shard.present[i].tolist() == [False, False, False, True, False, False]
     assert shard.quality[i, 3] == dataset.CLEAN and shard.quality[i, 0] == dataset.MISSING
@@ -110,7 +110,7 @@ def test_real_header_is_parsed_and_placed(real_header_corpus):
     # DIAM_SUN is at the original 2.5" scale (767.9 px -> 959.9"); the radius comes from DSUN_OBS.
     assert shard.radius[i] == pytest.approx(header.radius_arcsec / 50.0, rel=1e-5)
     assert shard.radius[i] * 2 * 50.0 == pytest.approx(767.8879 * 2.5, rel=2e-3)
-    assert shard.time[i] == pytest.approx(paths.unix_seconds(header.time))
+    assert shard.time[i] == pytest.approx(timebase.unix_seconds(header.time))
     frame = dataset.decode(shard.band(i, 3))
     # Upsampled 40 -> 64 px: the disk stays centred, its flux per unit area kept.
     rows, cols = np.mgrid[:64, :64]
@@ -121,13 +121,13 @@ def test_real_header_is_parsed_and_placed(real_header_corpus):
 
 
 def test_synthetic_frames_are_recentred_derotated_and_rescaled(tmp_path):
-    d0 = paths.first_slot_of_day(DAY)
+    d0 = timebase.first_slot_of_day(DAY)
     write_archive(tmp_path / "src", [d0 + 10], n=96)            # 96 px -> 48 px: block average then warp
     ingest.build(tmp_path / "src", tmp_path / "out", resolution=48, progress=False, span_min=0)
-    truth = sun_image(48, 3200 / 48, 24.5, 24.5, 0.0, paths.time_of(d0 + 10).timestamp() + 33, 171)
+    truth = sun_image(48, 3200 / 48, 24.5, 24.5, 0.0, timebase.time_of(d0 + 10).timestamp() + 33, 171)
     for satellite in (16, 18):                                 # 18 is off-centre and rolled by 1.5 degrees
         shard = dataset.Shard(tmp_path / "out" / dataset.shard_name(DAY, satellite))
-        got = dataset.decode(shard.band(10, paths.BAND_INDEX[171]))
+        got = dataset.decode(shard.band(10, timebase.BAND_INDEX[171]))
         rows, cols = np.mgrid[:48, :48]
         inner = np.hypot(rows - 23.5, cols - 23.5) < 0.8 * shard.radius[10]
         assert np.median(np.abs(got - truth)[inner] / truth[inner]) < 0.01, satellite
@@ -138,13 +138,13 @@ def test_synthetic_frames_are_recentred_derotated_and_rescaled(tmp_path):
 
 
 def header_values(band=195, satellite=16, slot=None, n=32, **extra):
-    slot = paths.first_slot_of_day(DAY) + 5 if slot is None else slot
-    return fits.l2_header_values(band, satellite, paths.time_of(slot).timestamp() + 20, (n, n), cdelt=100.0, **extra)
+    slot = timebase.first_slot_of_day(DAY) + 5 if slot is None else slot
+    return fits.l2_header_values(band, satellite, timebase.time_of(slot).timestamp() + 20, (n, n), cdelt=100.0, **extra)
 
 
 def test_vetting_reasons(tmp_path):
     base = sun_image(32, 100.0, 16.5, 16.5, 0.0, "2024-03-01T00:20:00", 195, rng=np.random.default_rng(0))
-    h = fits.parse_l2_header(afits.Header(header_values()), fits.l2_name(195, 16, paths.first_slot_of_day(DAY) + 5))
+    h = fits.parse_l2_header(afits.Header(header_values()), fits.l2_name(195, 16, timebase.first_slot_of_day(DAY) + 5))
     assert ingest.vet(base, h) == dataset.CLEAN
     assert ingest.vet(base, dataclasses.replace(h, degraded=True)) == dataset.CLEAN
     assert ingest.vet(base, dataclasses.replace(h, empty=True)) == dataset.EMPTY
@@ -163,14 +163,14 @@ def test_vetting_reasons(tmp_path):
 
 
 def test_build_lists_unreadable_files_and_counts_reasons(tmp_path):
-    d0 = paths.first_slot_of_day(DAY)
+    d0 = timebase.first_slot_of_day(DAY)
     src = tmp_path / "src"
     write_archive(src, range(d0 + 100, d0 + 104), n=32)
     n = 32
-    image = sun_image(n, 100.0, 16.5, 16.5, 0.0, paths.time_of(d0 + 110).timestamp(), 94)
+    image = sun_image(n, 100.0, 16.5, 16.5, 0.0, timebase.time_of(d0 + 110).timestamp(), 94)
 
     def put(band, satellite, slot, data, **extra):
-        values = fits.l2_header_values(band, satellite, paths.time_of(slot).timestamp() + 20, (n, n), cdelt=100.0,
+        values = fits.l2_header_values(band, satellite, timebase.time_of(slot).timestamp() + 20, (n, n), cdelt=100.0,
                                        **extra)
         fits.write_l2(src / fits.l2_name(band, satellite, slot), data, values, durable=False)
 
@@ -207,7 +207,7 @@ def test_build_lists_unreadable_files_and_counts_reasons(tmp_path):
 
 
 def test_cli_end_to_end_and_bad_input(tmp_path):
-    d0 = paths.first_slot_of_day(DAY)
+    d0 = timebase.first_slot_of_day(DAY)
     write_archive(tmp_path / "src", range(d0 + 30, d0 + 70), n=32)
     out = tmp_path / "corpus"
     built = run([tool("suvi-fill"), "build", "--source", str(tmp_path / "src"), "--out", str(out),
@@ -242,8 +242,8 @@ def test_demo_runs_the_corpus_stages_idempotently(tmp_path):
     first = run([tool("suvi-fill"), "demo", "--out", str(out), "--until", "corpus", "--quiet"], timeout=1100)
     assert first.returncode == 0, first.stderr
     from suvi_fill import demo
-    from suvi_fill.physics import timebase as paths
-    shards, slots = 2 * int(demo.DEMO_DAYS), int(demo.DEMO_DAYS * paths.SLOTS_PER_DAY)     # both satellites
+    from suvi_fill.physics import timebase
+    shards, slots = 2 * int(demo.DEMO_DAYS), int(demo.DEMO_DAYS * timebase.SLOTS_PER_DAY)     # both satellites
     for stage in ("[synth] wrote", f"[build] {shards} shards", f"[profile] {slots:,} slots", "[inspect]", "train:"):
         assert stage in first.stdout, stage
     assert (out / "shards" / "manifest.json").exists() and (out / "shards" / "availability.npz").exists()

@@ -11,7 +11,7 @@ from suvi_fill.corpus import shards as dataset
 
 from suvi_fill.model import losses
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 
 
 def vmin_code(wavelength):
@@ -26,7 +26,7 @@ def test_the_seed_constants():
 def test_hard_display_map_is_the_bench_mapping():
     rng = np.random.default_rng(0)
     coded = np.concatenate([np.linspace(-1, 1, 3000), rng.uniform(-0.2, 1, 3000),
-                            [vmin_code(w) for w in paths.WAVELENGTHS]]).astype(np.float32)
+                            [vmin_code(w) for w in timebase.WAVELENGTHS]]).astype(np.float32)
     coded = np.broadcast_to(coded, (2, 6, 1, coded.size)).copy()
     coded[1] = rng.uniform(-1, 1, coded[1].shape)
     reference = metrics.to_display(coded, coded=True)
@@ -35,7 +35,7 @@ def test_hard_display_map_is_the_bench_mapping():
     ours = losses.display_map(torch.from_numpy(coded), eps=0.0).double().numpy()
     assert np.abs(ours - reference).max() < 5e-4                      # fp32: steep just above vmin
     assert np.abs(ours - reference).mean() < 1e-6
-    for band, wavelength in enumerate(paths.WAVELENGTHS):
+    for band, wavelength in enumerate(timebase.WAVELENGTHS):
         radiance = dataset.decode(coded[:, band]).astype(np.float64)
         assert np.abs(ours[:, band] - metrics.to_display(radiance, wavelength)).max() < 5e-4
 
@@ -56,7 +56,7 @@ def worst_gradient(prediction, target, lost, **kwargs):
 
 def sweep():
     "Predictions over the whole code range, each band's vmin and its neighbours; targets low, at vmin, high."
-    vmins = torch.tensor([vmin_code(w) for w in paths.WAVELENGTHS])
+    vmins = torch.tensor([vmin_code(w) for w in timebase.WAVELENGTHS])
     near = vmins[:, None] + torch.tensor([-1e-6, 0.0, 1e-6])[None]
     codes = torch.cat([torch.linspace(-1, 1, 2001).expand(6, -1), near], 1)
     prediction = codes.reshape(1, 6, 1, -1).expand(4, 6, 2, -1).contiguous()
@@ -79,7 +79,7 @@ def test_loss_gradient_is_finite_and_bounded_over_the_whole_code_range():
 
 def test_the_hard_mapping_would_not_be_bounded():
     # What the seed replaced: at eps ~ 0 the display slope at vmin explodes.
-    codes = torch.tensor([vmin_code(w) for w in paths.WAVELENGTHS]).reshape(1, 6, 1, 1)
+    codes = torch.tensor([vmin_code(w) for w in timebase.WAVELENGTHS]).reshape(1, 6, 1, 1)
     codes = (codes + 1e-5).requires_grad_(True)
     losses.display_map(codes, eps=1e-8).sum().backward()
     assert float(codes.grad.abs().max()) > 100

@@ -7,7 +7,7 @@ import pytest
 from astropy.io import fits
 from hypothesis import given, settings, strategies as st
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import ephemeris, timebase
 
 #: The real GOES-16 header (sunpy test data, BSD-2-Clause), kept in the repository.
 FIXTURE = (Path(__file__).resolve().parent / "data" / "suvi"
@@ -18,64 +18,64 @@ UTC = dt.timezone.utc
 @settings(max_examples=300, deadline=None)
 @given(st.integers(min_value=-10_000_000, max_value=20_000_000))
 def test_slot_time_round_trip(slot):
-    start = paths.time_of(slot)
-    assert paths.slot_of(start) == slot
-    assert paths.slot_of(start + dt.timedelta(seconds=paths.SLOT_SECONDS - 1e-3)) == slot
-    assert paths.slot_of(start - dt.timedelta(microseconds=1)) == slot - 1
-    day = paths.day_of_slot(slot)
-    assert slot in paths.slots_of_day(day)
-    assert paths.slot_of(np.datetime64(start.replace(tzinfo=None), "us")) == slot
-    assert paths.slot_of(start.isoformat()) == slot
-    assert paths.datetime64_of(slot) == np.datetime64(start.replace(tzinfo=None), "s")
+    start = timebase.time_of(slot)
+    assert timebase.slot_of(start) == slot
+    assert timebase.slot_of(start + dt.timedelta(seconds=timebase.SLOT_SECONDS - 1e-3)) == slot
+    assert timebase.slot_of(start - dt.timedelta(microseconds=1)) == slot - 1
+    day = timebase.day_of_slot(slot)
+    assert slot in timebase.slots_of_day(day)
+    assert timebase.slot_of(np.datetime64(start.replace(tzinfo=None), "us")) == slot
+    assert timebase.slot_of(start.isoformat()) == slot
+    assert timebase.datetime64_of(slot) == np.datetime64(start.replace(tzinfo=None), "s")
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.dates(min_value=dt.date(1971, 1, 1), max_value=dt.date(2099, 12, 31)))
 def test_days_tile_the_slots(day):
-    slots = paths.slots_of_day(day)
-    assert len(slots) == paths.SLOTS_PER_DAY == 360
-    assert paths.time_of(slots[0]) == dt.datetime(day.year, day.month, day.day, tzinfo=UTC)
-    assert {paths.day_of_slot(slots[0]), paths.day_of_slot(slots[-1])} == {day.isoformat()}
-    assert paths.day_of_slot(slots[-1] + 1) == (day + dt.timedelta(days=1)).isoformat()
-    assert paths.slots_of_day(day.isoformat()) == slots
+    slots = timebase.slots_of_day(day)
+    assert len(slots) == timebase.SLOTS_PER_DAY == 360
+    assert timebase.time_of(slots[0]) == dt.datetime(day.year, day.month, day.day, tzinfo=UTC)
+    assert {timebase.day_of_slot(slots[0]), timebase.day_of_slot(slots[-1])} == {day.isoformat()}
+    assert timebase.day_of_slot(slots[-1] + 1) == (day + dt.timedelta(days=1)).isoformat()
+    assert timebase.slots_of_day(day.isoformat()) == slots
 
 
 def test_inputs_agree_across_types():
     iso = "2019-04-03T09:32:33.340"
-    expected = paths.slot_of(dt.datetime(2019, 4, 3, 9, 32, 33, 340000, tzinfo=UTC))
+    expected = timebase.slot_of(dt.datetime(2019, 4, 3, 9, 32, 33, 340000, tzinfo=UTC))
     for value in (iso, iso + "Z", "2019-04-03T04:32:33.340-05:00", np.datetime64(iso),
                   dt.datetime(2019, 4, 3, 9, 32, 33, 340000)):
-        assert paths.slot_of(value) == expected, value
+        assert timebase.slot_of(value) == expected, value
     array = np.array([iso, "2019-04-03T09:36:00"], dtype="datetime64[ms]")
-    assert paths.slot_of(array).tolist() == [expected, expected + 1]
+    assert timebase.slot_of(array).tolist() == [expected, expected + 1]
 
 
 def test_bad_times_say_what_is_wrong():
     with pytest.raises(ValueError, match="not an ISO time"):
-        paths.slot_of("yesterday")
+        timebase.slot_of("yesterday")
     with pytest.raises(ValueError, match="NaT"):
-        paths.slot_of(np.datetime64("NaT"))
+        timebase.slot_of(np.datetime64("NaT"))
     with pytest.raises(ValueError, match="YYYYMMDDTHHMMSSZ"):
-        paths.parse_stamp("2019-04-03")
+        timebase.parse_stamp("2019-04-03")
 
 
 def test_fixture_file_name_stamps_are_one_slot():
     header = fits.Header.fromtextfile(FIXTURE)
-    slot = paths.slot_of(header["DATE-OBS"])
+    slot = timebase.slot_of(header["DATE-OBS"])
     name = header["FILENAME"]
-    assert f"_s{paths.format_stamp(paths.time_of(slot))}_" in name
-    assert f"_e{paths.format_stamp(paths.time_of(slot + 1))}_" in name
+    assert f"_s{timebase.format_stamp(timebase.time_of(slot))}_" in name
+    assert f"_e{timebase.format_stamp(timebase.time_of(slot + 1))}_" in name
 
 
 def test_b0_and_radius_match_the_real_header():
     header = fits.Header.fromtextfile(FIXTURE)
-    b0 = paths.solar_b0(header["DATE-OBS"])
+    b0 = ephemeris.solar_b0(header["DATE-OBS"])
     # SUVI writes B0 twice: HGLT_OBS is the standard B0, SOLAR_B0 has the opposite sign.
     assert abs(b0 - header["HGLT_OBS"]) < 0.1
     assert abs(abs(b0) - header["SOLAR_B0"]) < 0.1 and header["SOLAR_B0"] == -header["HGLT_OBS"]
-    radius = paths.solar_radius_arcsec(header["DATE-OBS"], header["DSUN_OBS"])
+    radius = ephemeris.solar_radius_arcsec(header["DATE-OBS"], header["DSUN_OBS"])
     assert abs(2 * radius / 2.5 - header["DIAM_SUN"]) < 0.05     # DIAM_SUN is in native 2.5" pixels
-    assert abs(paths.sun_distance_m(header["DATE-OBS"]) / header["DSUN_OBS"] - 1) < 5e-4
+    assert abs(ephemeris.sun_distance_m(header["DATE-OBS"]) / header["DSUN_OBS"] - 1) < 5e-4
 
 
 @pytest.mark.parametrize("day, expected", [
@@ -84,4 +84,4 @@ def test_b0_and_radius_match_the_real_header():
     ("2024-01-01", -3.0),
 ])
 def test_b0_through_the_year(day, expected):
-    assert abs(paths.solar_b0(day) - expected) < 0.15
+    assert abs(ephemeris.solar_b0(day) - expected) < 0.15

@@ -5,14 +5,14 @@ import torch
 
 from suvi_fill.physics import coding
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 
 
 def seed_display_map(coded, eps=0.0):
     "The trainer seed's display_map, verbatim in torch."
     radiance = torch.sinh(coded.clamp(-1, 1) * coding.ASINH_RANGE) * coding.ASINH_SCALE
     out = []
-    for index, wavelength in enumerate(paths.WAVELENGTHS):
+    for index, wavelength in enumerate(timebase.WAVELENGTHS):
         vmin, vmax, gamma = coding.DISPLAY_MAPPING[wavelength]
         scaled = ((radiance[:, index] - vmin) / vmax).clamp(0.0, 1.0)
         out.append((scaled + eps) ** gamma - eps**gamma)
@@ -43,7 +43,7 @@ def batch():
 
 def test_mapping_is_the_seed_formula():
     rng = np.random.default_rng(1)
-    for band in paths.WAVELENGTHS:
+    for band in timebase.WAVELENGTHS:
         r = np.exp(rng.normal(-2, 3, 1000))
         vmin, vmax, gamma = coding.DISPLAY_MAPPING[band]
         assert np.array_equal(coding.to_display(r, band), ((r - vmin) / vmax).clip(0, 1) ** gamma)
@@ -70,7 +70,7 @@ def test_psnr_is_the_trainer_definition(batch):
     pooled = 10 * np.log10(1 / ((mse * lost).sum() / lost.sum()))
     assert ours > pooled + 1.0
     per_band = coding.display_psnr_by_band(prediction, truth, lost)
-    assert set(per_band) == {b for i, b in enumerate(paths.WAVELENGTHS) if lost[:, i].any()}
+    assert set(per_band) == {b for i, b in enumerate(timebase.WAVELENGTHS) if lost[:, i].any()}
 
 
 def test_single_sample_and_perfect_answer(batch):

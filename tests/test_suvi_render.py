@@ -22,7 +22,7 @@ def _shard(corpus, satellite):
 
 def _range(corpus, satellite, band_index, span):
     "Slots [a, b) around a slot of `satellite` lacking the band, and whether any slot in it is unfillable."
-    from suvi_fill.physics import timebase as paths
+    from suvi_fill.physics import timebase
     shards = [_shard(corpus, s) for s in (16, 18)]
     own = shards[(16, 18).index(satellite)]
     lacking = np.flatnonzero(~own.present[:, band_index])
@@ -32,14 +32,14 @@ def _range(corpus, satellite, band_index, span):
 
 
 def _iso(slot):
-    from suvi_fill.physics import timebase as paths
-    return paths.time_of(slot).strftime("%Y-%m-%dT%H:%MZ")
+    from suvi_fill.physics import timebase
+    return timebase.time_of(slot).strftime("%Y-%m-%dT%H:%MZ")
 
 
 def test_band_render_with_movie(fill_corpus, tmp_path):
     import imageio.v2 as imageio
-    from suvi_fill.physics import timebase as paths
-    start, end = _range(fill_corpus, 16, paths.BAND_INDEX[171], 64)
+    from suvi_fill.physics import timebase
+    start, end = _range(fill_corpus, 16, timebase.BAND_INDEX[171], 64)
     out = tmp_path / "frames"
     result = render_cli(fill_corpus, out, "--satellite", "16", "--start", _iso(start), "--end", _iso(end),
                         "--band", "171", "--fill", "linear", "--movie", str(tmp_path / "movie.mp4"))
@@ -65,7 +65,7 @@ def test_band_render_with_movie(fill_corpus, tmp_path):
 
 def test_unfillable_frames_are_rendered_missing(fill_corpus, tmp_path):
     import imageio.v2 as imageio
-    from suvi_fill.physics import timebase as paths
+    from suvi_fill.physics import timebase
     # A whole day with no shard: the range lies before the corpus, nothing holds any band.
     shard = _shard(fill_corpus, 16)
     first = int(shard.slots[0]) - 10

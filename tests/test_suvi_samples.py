@@ -17,7 +17,7 @@ from suvi_fill.corpus import shards as dataset
 
 from suvi_fill.model import net as model
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 
 from suvi_fill.corpus import sampler as samples
 
@@ -32,7 +32,7 @@ RESOLUTION = 32
 #: The true cross-calibration of the fixture: r16 = GAIN * r18 + OFFSET per band.
 GAIN = np.array([1.10, 0.95, 1.05, 0.90, 1.20, 1.00])
 OFFSET = np.array([0.2, 0.0, 0.5, 0.1, 0.0, 0.3])
-FIRST = paths.first_slot_of_day(DAYS[0])
+FIRST = timebase.first_slot_of_day(DAYS[0])
 #: Outages of the fixture, in slots from FIRST: a sentinel run on g16, a 94 Å drop on g16,
 #: a multi-hour whole-frame gap on g18.
 SENTINEL_RUN = range(100, 140)
@@ -61,7 +61,7 @@ def corpus(tmp_path_factory):
         for satellite in (16, 18):
             with dataset.ShardWriter(directory / dataset.shard_name(day, satellite), day, satellite,
                                      RESOLUTION) as writer:
-                for slot in paths.slots_of_day(day):
+                for slot in timebase.slots_of_day(day):
                     rel = slot - FIRST
                     coded = dataset.encode(radiance(slot, satellite))
                     for b in range(6):
@@ -103,7 +103,7 @@ def test_ladder():
     assert samples.LADDER == (16, 64, 256) and samples.OFFSETS == (1, 2, 4, 8, 16)
     assert samples.ladder_for(64) == (1, 2, 4, 8, 16, 32, 64)
     assert samples.ladder_for(300)[-2:] == (256, 300)
-    assert samples.paths.WAVELENGTHS == (94, 131, 171, 195, 284, 304)
+    assert samples.timebase.WAVELENGTHS == (94, 131, 171, 195, 284, 304)
     with pytest.raises(ValueError, match="at least 1"):
         samples.ladder_for(0)
 
@@ -181,7 +181,7 @@ def test_anchors_follow_the_ladder_from_both_satellites(corpus):
     assert sample.present[1:].all()
     for (sat, slot), dt, same in zip(sample.frames, sample.dts, sample.same_satellite):
         assert same == (sat == 16)
-        assert dt == pytest.approx((when - slot) * paths.SLOT_SECONDS)  # target - frame: + before
+        assert dt == pytest.approx((when - slot) * timebase.SLOT_SECONDS)  # target - frame: + before
     # The target's satellite out for the whole window: every rung from the other satellite.
     window = clean_window(s)
     window[:, 0] = False
@@ -247,7 +247,7 @@ def test_edges_and_outages(corpus):
     only_day1 = {k: v for k, v in corpus["shards"].items() if k[0] == DAYS[1]}
     s = samples.Sampler(only_day1, satellites=(16,), availability=corpus["availability"],
                         calibration=corpus["manifest"]["calibration"])
-    first = FIRST + paths.SLOTS_PER_DAY                  # the first resident slot
+    first = FIRST + timebase.SLOTS_PER_DAY                  # the first resident slot
     sample = s.build(16, first, None, lost=lost_band(0), window=np.ones((33, 1, 6), bool))
     assert all(slot > first for _, slot in sample.frames[1:])       # nothing before the edge
     window = np.zeros((33, 1, 6), bool)
@@ -291,7 +291,7 @@ def test_to_tensors_keys_shapes_dtypes(corpus):
     assert tensors["condition"][0, conditioning.COND_LAYOUT.index("kind_target")] == 1
     assert torch.all(tensors["condition"][1:, conditioning.COND_LAYOUT.index("kind_anchor")] == 1)
     assert float(tensors["radius"]) == pytest.approx(dataset.solar_radius_pixels(
-        paths.time_of(FIRST + 300), RESOLUTION), rel=0.01)
+        timebase.time_of(FIRST + 300), RESOLUTION), rel=0.01)
 
 
 def test_collate_padding_changes_no_prediction_through_alignment(corpus):

@@ -10,17 +10,17 @@ from suvi_fill.corpus import shards as dataset
 
 from suvi_fill.archive import ingest
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 
 from suvi_fill.corpus import segments
 from test_suvi_ingest import DAY, write_archive
 
-D0 = paths.first_slot_of_day(DAY)
+D0 = timebase.first_slot_of_day(DAY)
 #: Five stretches of data; GOES-18 misses two bands in the middle of the second, and one
 #: whole frame in the fourth; the last crosses midnight.
 STRETCHES = [(D0 + 10, D0 + 40), (D0 + 60, D0 + 100), (D0 + 120, D0 + 140), (D0 + 170, D0 + 200),
              (D0 + 340, D0 + 380)]
-SKIP = {(18, D0 + 80, 94), (18, D0 + 80, 304), *((18, D0 + 185, w) for w in paths.WAVELENGTHS)}
+SKIP = {(18, D0 + 80, 94), (18, D0 + 80, 304), *((18, D0 + 185, w) for w in timebase.WAVELENGTHS)}
 GAINS = {16: (1.0, 0.0), 18: (0.93, 0.004)}
 
 
@@ -48,10 +48,10 @@ def test_segments_are_maximal_clean_runs(corpus):
     shards = segments.corpus_shards(corpus / "out")
     for satellite, start, end in every:                               # clean inside, not clean just outside
         for slot in (start, end - 1):
-            shard = shards[(paths.day_of_slot(slot), satellite)]
+            shard = shards[(timebase.day_of_slot(slot), satellite)]
             assert shard.present[shard.index_of(slot)].all()
         for slot in (start - 1, end):
-            shard = shards.get((paths.day_of_slot(slot), satellite))
+            shard = shards.get((timebase.day_of_slot(slot), satellite))
             assert shard is None or not shard.present[shard.index_of(slot)].all()
 
 
@@ -98,7 +98,7 @@ def test_calibration_recovers_the_true_gains(corpus):
     assert cal["reference"] == 16
     true_gain = GAINS[16][0] / GAINS[18][0]                # r16 = (1 / 0.93) * (r18 - 0.004)
     true_offset = -GAINS[18][1] / GAINS[18][0]
-    for wavelength in paths.WAVELENGTHS:
+    for wavelength in timebase.WAVELENGTHS:
         fit = cal["bands"][str(wavelength)]["18"]
         assert fit["frames"] == segments.CALIBRATION_FRAMES
         assert fit["gain"] == pytest.approx(true_gain, rel=0.01), wavelength
@@ -115,7 +115,7 @@ def test_calibration_recovers_the_simulators_gains_within_one_percent(tmp_path):
     ingest.build(tmp_path / "src", tmp_path / "out", progress=False, span_min=4)
     cal = segments.load_manifest(tmp_path / "out")["calibration"]
     truth = summary["calibration"]["18/16"]             # observed_18 = gain * observed_16 + offset
-    for wavelength in paths.WAVELENGTHS:
+    for wavelength in timebase.WAVELENGTHS:
         fit = cal["bands"][str(wavelength)]["18"]        # observed_16 = gain * observed_18 + offset
         assert fit["frames"] > 10
         assert fit["gain"] * truth["gain"][str(wavelength)] == pytest.approx(1.0, abs=0.01), wavelength

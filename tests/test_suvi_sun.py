@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import run, tool
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import ephemeris, timebase
 from suvi_fill.physics import rotation
 from suvi_fill.physics.coding import SATURATION
 from suvi_fill.sim.emission import QUIET_RADIANCE
@@ -56,12 +56,12 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
 
 def test_frames_do_not_depend_on_what_was_rendered_before():
     model, instrument = SunModel(3, START, 2), Instrument(3)
-    slot = paths.first_slot_of_day(START) + 200
+    slot = timebase.first_slot_of_day(START) + 200
     geometry = instrument.geometry(slot, 18, 40)
-    first = instrument.observe(instrument.radiance(model, (slot + 0.5) * paths.SLOT_SECONDS, geometry, (40, 40)),
+    first = instrument.observe(instrument.radiance(model, (slot + 0.5) * timebase.SLOT_SECONDS, geometry, (40, 40)),
                                slot, 18, geometry)
-    instrument.radiance(model, (slot + 9.5) * paths.SLOT_SECONDS, geometry, (40, 40))
-    again = instrument.observe(instrument.radiance(model, (slot + 0.5) * paths.SLOT_SECONDS, geometry, (40, 40)),
+    instrument.radiance(model, (slot + 9.5) * timebase.SLOT_SECONDS, geometry, (40, 40))
+    again = instrument.observe(instrument.radiance(model, (slot + 0.5) * timebase.SLOT_SECONDS, geometry, (40, 40)),
                                slot, 18, geometry)
     assert np.array_equal(first, again)
 
@@ -83,15 +83,15 @@ def _measured_longitude(model, day, resolution=256):
     geometry = Geometry((resolution + 1) / 2, (resolution + 1) / 2, cdelt, cdelt, 0.0)
     when = model.t0 + day * 86_400.0
     image = model.render(when, geometry, (resolution, resolution), components=("regions",))
-    plage = image[paths.WAVELENGTHS.index(304)]
+    plage = image[timebase.WAVELENGTHS.index(304)]
     rows, cols = np.mgrid[0:resolution, 0:resolution]
     weight = plage / plage.sum()
     col, row = (weight * cols).sum(), (weight * rows).sum()
-    radius = paths.solar_radius_arcsec(when) / cdelt
+    radius = ephemeris.solar_radius_arcsec(when) / cdelt
     x = (col + 1 - geometry.crpix1) / radius
     y = (row + 1 - geometry.crpix2) / radius
     z = math.sqrt(1 - x * x - y * y)
-    b0 = math.radians(paths.solar_b0(when))
+    b0 = math.radians(ephemeris.solar_b0(when))
     latitude = math.degrees(math.asin(y * math.cos(b0) + z * math.sin(b0)))
     longitude = math.degrees(math.atan2(x, z * math.cos(b0) - y * math.sin(b0)))
     return latitude, longitude
@@ -125,11 +125,11 @@ def test_howard_coefficients():
 
 def test_bands_are_correlated_but_not_copies_and_levels_are_realistic():
     model, instrument = SunModel(0, START, 2), Instrument(0)
-    slot = paths.first_slot_of_day(START) + 90
+    slot = timebase.first_slot_of_day(START) + 90
     geometry = instrument.geometry(slot, 16, 128)
-    truth = instrument.radiance(model, (slot + 0.5) * paths.SLOT_SECONDS, geometry, (128, 128))
-    index = paths.BAND_INDEX
-    radius = paths.solar_radius_arcsec((slot + 0.5) * paths.SLOT_SECONDS) / geometry.cdelt1
+    truth = instrument.radiance(model, (slot + 0.5) * timebase.SLOT_SECONDS, geometry, (128, 128))
+    index = timebase.BAND_INDEX
+    radius = ephemeris.solar_radius_arcsec((slot + 0.5) * timebase.SLOT_SECONDS) / geometry.cdelt1
     rows, cols = np.mgrid[0:128, 0:128]
     rho = np.hypot(cols + 1 - geometry.crpix1, rows + 1 - geometry.crpix2) / radius
     # On the disk (away from the limb, where every band brightens together), in log radiance.
@@ -143,10 +143,10 @@ def test_bands_are_correlated_but_not_copies_and_levels_are_realistic():
     assert 0.1 < mean_195 < 0.6
     assert truth.max() < SATURATION
     # Limb brightening in the optically thin bands, not in 304; corona beyond the limb.
-    quiet = SunModel(0, START, 2).render((slot + 0.5) * paths.SLOT_SECONDS, geometry, (128, 128),
+    quiet = SunModel(0, START, 2).render((slot + 0.5) * timebase.SLOT_SECONDS, geometry, (128, 128),
                                          components=("disk", "corona"))
     centre, limb, above = rho < 0.5, (rho > 0.88) & (rho < 0.96), (rho > 1.05) & (rho < 1.15)
-    brightening = {b: quiet[index[b]][limb].mean() / quiet[index[b]][centre].mean() for b in paths.WAVELENGTHS}
+    brightening = {b: quiet[index[b]][limb].mean() / quiet[index[b]][centre].mean() for b in timebase.WAVELENGTHS}
     for band in (171, 195, 284):
         i = index[band]
         assert brightening[band] > 1.25, brightening
@@ -159,11 +159,11 @@ def test_flares_brighten_the_hot_bands_first():
     flare = dict(start_day=0.0, em=300.0, rise_min=5.0, decay_min=30.0, cool_min=20.0)
     minutes = np.arange(0.0, 240.0, 0.5)
     curves = np.array([flare_emission(flare, m / 1440.0) for m in minutes])
-    peak = dict(zip(paths.WAVELENGTHS, minutes[curves.argmax(0)]))
+    peak = dict(zip(timebase.WAVELENGTHS, minutes[curves.argmax(0)]))
     assert max(peak[94], peak[131]) < min(peak[171], peak[195], peak[284])
-    quiet = np.array([QUIET_RADIANCE[b] for b in paths.WAVELENGTHS])
+    quiet = np.array([QUIET_RADIANCE[b] for b in timebase.WAVELENGTHS])
     rise = curves[minutes == 6.0][0] / quiet
-    assert rise[paths.BAND_INDEX[131]] > 100 * rise[paths.BAND_INDEX[171]]
+    assert rise[timebase.BAND_INDEX[131]] > 100 * rise[timebase.BAND_INDEX[171]]
 
 
 # ---------------------------------------------------------------- outage process
@@ -184,20 +184,20 @@ def _runs(mask):
 
 
 DAYS = 150
-FIRST = paths.first_slot_of_day("2023-01-01")
-N = DAYS * paths.SLOTS_PER_DAY
+FIRST = timebase.first_slot_of_day("2023-01-01")
+N = DAYS * timebase.SLOTS_PER_DAY
 
 
 def test_frame_and_band_drops_follow_their_rates():
     rates = _only(frame_drops_per_day=4.0, band_drops_per_day=3.0)
     status, _, _ = outage_plan(FIRST, N, rates=rates, seed=1)
     frame = (status == DROP_FRAME).all(axis=2)
-    expected = 1 - math.exp(-4.0 * 1.5 / paths.SLOTS_PER_DAY)
+    expected = 1 - math.exp(-4.0 * 1.5 / timebase.SLOTS_PER_DAY)
     assert frame.mean() == pytest.approx(expected, rel=0.12)
     band = (status == DROP_BAND)
     # A band drop hits one band: most band-dropped slots keep other bands.
     assert (band.sum(axis=2) == 1).sum() > 0.9 * (band.sum(axis=2) >= 1).sum()
-    expected_band = (1 - math.exp(-3.0 * 2.0 / paths.SLOTS_PER_DAY)) * (1 - expected)
+    expected_band = (1 - math.exp(-3.0 * 2.0 / timebase.SLOTS_PER_DAY)) * (1 - expected)
     assert band.mean() == pytest.approx(expected_band, rel=0.12)
 
 
@@ -206,9 +206,9 @@ def test_sentinel_runs_are_hours_long_at_their_rate():
     runs = [e for e in events if e["kind"] == "sentinel run" and 0 < e["first_slot"] - FIRST
             and e["first_slot"] - FIRST + e["slots"] < N]
     assert len(runs) / (2 * DAYS) == pytest.approx(0.4, rel=0.2)
-    hours = np.array([e["slots"] for e in runs]) * paths.SLOT_SECONDS / 3600
+    hours = np.array([e["slots"] for e in runs]) * timebase.SLOT_SECONDS / 3600
     assert hours.min() >= 0.99 and hours.max() <= 6.0 and 3.0 < hours.mean() < 4.0
-    assert all(e["bands"] == list(paths.WAVELENGTHS) for e in runs)
+    assert all(e["bands"] == list(timebase.WAVELENGTHS) for e in runs)
 
 
 def test_dual_failures_hit_both_satellites_together():
@@ -227,34 +227,34 @@ def test_dual_failures_hit_both_satellites_together():
 
 
 def test_multi_day_gaps():
-    status, _, events = outage_plan(FIRST, 400 * paths.SLOTS_PER_DAY, rates=_only(gaps_per_day=1 / 40), seed=4)
+    status, _, events = outage_plan(FIRST, 400 * timebase.SLOTS_PER_DAY, rates=_only(gaps_per_day=1 / 40), seed=4)
     gaps = [e for e in events if e["kind"] == "multi-day gap"]
     assert 5 <= len(gaps) <= 40
     inner = [e for e in gaps if e["first_slot"] > FIRST]
-    days = np.array([e["slots"] for e in inner]) / paths.SLOTS_PER_DAY
+    days = np.array([e["slots"] for e in inner]) / timebase.SLOTS_PER_DAY
     assert days.min() >= 0.99 and days.max() <= 4.0
     assert all(len(e["satellites"]) == 1 for e in gaps)
 
 
 def test_geo_eclipse_seasons():
-    year = paths.first_slot_of_day("2023-01-01")
-    status, degraded, events = outage_plan(year, 365 * paths.SLOTS_PER_DAY, rates=_only(eclipses=True), seed=5)
+    year = timebase.first_slot_of_day("2023-01-01")
+    status, degraded, events = outage_plan(year, 365 * timebase.SLOTS_PER_DAY, rates=_only(eclipses=True), seed=5)
     eclipses = [e for e in events if e["kind"] == "eclipse"]
-    equinoxes = [paths.unix_seconds("2023-03-20T21:24"), paths.unix_seconds("2023-09-23T06:50")]
+    equinoxes = [timebase.unix_seconds("2023-03-20T21:24"), timebase.unix_seconds("2023-09-23T06:50")]
     midnight = {16: 5 + 1 / 60, 18: 9 + 8 / 60}
     for e in eclipses:
-        start = e["first_slot"] * paths.SLOT_SECONDS
+        start = e["first_slot"] * timebase.SLOT_SECONDS
         days_off = min(abs(start - q) for q in equinoxes) / 86_400
         assert days_off < 24.5, e                             # seasons of about +-23 days
         assert e["minutes"] <= 72.5
-        centre_hour = ((start + e["slots"] * paths.SLOT_SECONDS / 2) % 86_400) / 3600
+        centre_hour = ((start + e["slots"] * timebase.SLOT_SECONDS / 2) % 86_400) / 3600
         assert abs(centre_hour - midnight[e["satellites"][0]]) < 0.25
         if days_off < 3:
             assert e["minutes"] > 69
     per_satellite = {s: sum(e["satellites"] == [s] for e in eclipses) for s in (16, 18)}
     assert all(80 <= n <= 96 for n in per_satellite.values()), per_satellite
     assert degraded.sum() == 2 * sum(per_satellite.values())
-    assert not (status == ECLIPSE).any(axis=(1, 2))[paths.SLOTS_PER_DAY * 140:paths.SLOTS_PER_DAY * 220].any()
+    assert not (status == ECLIPSE).any(axis=(1, 2))[timebase.SLOTS_PER_DAY * 140:timebase.SLOTS_PER_DAY * 220].any()
 
 
 # ---------------------------------------------------------------- the archive
@@ -269,7 +269,7 @@ def test_files_match_the_outage_plan(archive):
     present = 0
     for k in range(status.shape[0]):
         for s, sat in enumerate((16, 18)):
-            for i, band in enumerate(paths.WAVELENGTHS):
+            for i, band in enumerate(timebase.WAVELENGTHS):
                 path = archive_path(out, band, sat, first + k)
                 assert path.exists() == FILE_PRESENT[status[k, s, i]], (k, sat, band, status[k, s, i])
                 present += path.exists()
@@ -297,7 +297,7 @@ def test_clean_empty_and_degraded_frames(archive):
     plan = np.load(out / OUTAGES_NAME)
     status, degraded, first = plan["status"], plan["degraded"], int(plan["first_slot"])
     k, s, i = map(int, np.argwhere(status == OK)[len(np.argwhere(status == OK)) // 2])
-    data, header = read_l2(archive_path(out, paths.WAVELENGTHS[i], (16, 18)[s], first + k))
+    data, header = read_l2(archive_path(out, timebase.WAVELENGTHS[i], (16, 18)[s], first + k))
     assert np.isfinite(data).all() and sentinel_fraction(data) == 0.0 and not header.empty
     assert header.slot == first + k and header.shape == (48, 48)
     assert header.cdelt1 == pytest.approx(3200.0 / 48)
@@ -309,7 +309,7 @@ def test_clean_empty_and_degraded_frames(archive):
     empties = np.argwhere(status == EMPTY_FILE)
     assert len(empties)
     k, s, i = map(int, empties[0])
-    data, header = read_l2(archive_path(out, paths.WAVELENGTHS[i], (16, 18)[s], first + k))
+    data, header = read_l2(archive_path(out, timebase.WAVELENGTHS[i], (16, 18)[s], first + k))
     assert header.empty and not data.any()
 
 
@@ -322,7 +322,7 @@ def test_recorded_calibration_is_what_the_data_show(archive):
     status, first = plan["status"], int(plan["first_slot"])
     both = np.flatnonzero((status == OK).all(axis=(1, 2)))
     assert len(both) >= 10
-    for i, band in enumerate(paths.WAVELENGTHS):
+    for i, band in enumerate(timebase.WAVELENGTHS):
         sums = {}
         for s, sat in enumerate((16, 18)):
             total = 0.0
@@ -336,10 +336,10 @@ def test_recorded_calibration_is_what_the_data_show(archive):
 def test_disk_centre_in_the_data_is_crpix():
     instrument = Instrument(8)
     model = SunModel(8, START, 1)
-    slot = paths.first_slot_of_day(START) + 33
+    slot = timebase.first_slot_of_day(START) + 33
     geometry = instrument.geometry(slot, 16, 128)
-    image = model.render((slot + 0.5) * paths.SLOT_SECONDS, geometry, (128, 128), components=("disk",))
-    disk = image[paths.BAND_INDEX[304]] > 0
+    image = model.render((slot + 0.5) * timebase.SLOT_SECONDS, geometry, (128, 128), components=("disk",))
+    disk = image[timebase.BAND_INDEX[304]] > 0
     rows, cols = np.nonzero(disk)
     assert cols.mean() + 1 == pytest.approx(geometry.crpix1, abs=0.1)
     assert rows.mean() + 1 == pytest.approx(geometry.crpix2, abs=0.1)
@@ -348,11 +348,11 @@ def test_disk_centre_in_the_data_is_crpix():
 @pytest.mark.parametrize("resolution", [640, 1280])
 def test_full_resolutions_render(resolution):
     model, instrument = SunModel(0, START, 1), Instrument(0)
-    slot = paths.first_slot_of_day(START) + 10
+    slot = timebase.first_slot_of_day(START) + 10
     geometry = instrument.geometry(slot, 18, resolution)
-    truth = instrument.radiance(model, (slot + 0.5) * paths.SLOT_SECONDS, geometry, (resolution, resolution))
+    truth = instrument.radiance(model, (slot + 0.5) * timebase.SLOT_SECONDS, geometry, (resolution, resolution))
     assert truth.shape == (6, resolution, resolution) and np.isfinite(truth).all()
-    assert 0.1 < truth[paths.BAND_INDEX[195]].mean() < 0.6
+    assert 0.1 < truth[timebase.BAND_INDEX[195]].mean() < 0.6
 
 
 # ---------------------------------------------------------------- the command
@@ -371,7 +371,7 @@ def test_synth_command_end_to_end(tmp_path):
     files = sorted(out.rglob("*.fits"))
     assert len(files) == summary["files"] > 0
     data, header = read_l2(files[-1])
-    assert paths.day_of_slot(header.slot) == "2024-09-20" and data.shape == (32, 32)
+    assert timebase.day_of_slot(header.slot) == "2024-09-20" and data.shape == (32, 32)
     eclipse = [e for e in summary["outages"] if e["kind"] == "eclipse"]
     assert {tuple(e["satellites"]) for e in eclipse} == {(16,)}      # 05:01 UTC is inside; 09:08 is not
 
@@ -401,10 +401,10 @@ def test_scaled_rates_keep_run_lengths_and_eclipses():
     with pytest.raises(ValueError, match="outage scale"):
         base.scaled(-1)
     # Fewer random outages: much longer clean runs, the same eclipses.
-    start = paths.first_slot_of_day("2024-03-18")                  # eclipse season
+    start = timebase.first_slot_of_day("2024-03-18")                  # eclipse season
     runs = {}
     for scale in (1.0, 0.2):
-        status, _, events = outage_plan(start, 20 * paths.SLOTS_PER_DAY, rates=base.scaled(scale), seed=0)
+        status, _, events = outage_plan(start, 20 * timebase.SLOTS_PER_DAY, rates=base.scaled(scale), seed=0)
         lengths = []
         for s in range(status.shape[1]):
             clean = (status[:, s] == OK).all(axis=1)
@@ -434,16 +434,16 @@ def _demo_frames(band, count=4, resolution=64, seed=0):
     "`count` noisy frames of `band` over 8 days at `resolution`, as realism SolarImages (calibration undone)."
     from suvi_fill.sim import realism
     model, instrument = SunModel(seed, START, 8.0), Instrument(seed)
-    first, i, frames = paths.first_slot_of_day(START), paths.BAND_INDEX[band], []
-    for k in np.linspace(0, 8 * paths.SLOTS_PER_DAY - 1, count).astype(int):
+    first, i, frames = timebase.first_slot_of_day(START), timebase.BAND_INDEX[band], []
+    for k in np.linspace(0, 8 * timebase.SLOTS_PER_DAY - 1, count).astype(int):
         slot = first + int(k)
         geometry = instrument.geometry(slot, 16, resolution)
-        when = (slot + 0.5) * paths.SLOT_SECONDS
+        when = (slot + 0.5) * timebase.SLOT_SECONDS
         observed = instrument.observe(instrument.radiance(model, when, geometry, (resolution, resolution)),
                                       slot, 16, geometry)
         data = (observed[i] - instrument.offset[16][i]) / instrument.gain[16][i]
         frames.append(realism.SolarImage(data.astype(np.float64), (geometry.crpix1 - 1, geometry.crpix2 - 1),
-                                         paths.solar_radius_arcsec(when) / geometry.cdelt1, geometry.cdelt1))
+                                         ephemeris.solar_radius_arcsec(when) / geometry.cdelt1, geometry.cdelt1))
     return frames
 
 
@@ -459,14 +459,14 @@ def test_realism_at_the_demo_resolution():
 
 def test_171_and_195_are_coupled_but_not_copies():
     model, instrument = SunModel(2, START, 2), Instrument(2)
-    slot = paths.first_slot_of_day(START) + 120
+    slot = timebase.first_slot_of_day(START) + 120
     geometry = instrument.geometry(slot, 16, 256)
-    when = (slot + 0.5) * paths.SLOT_SECONDS
+    when = (slot + 0.5) * timebase.SLOT_SECONDS
     truth = instrument.radiance(model, when, geometry, (256, 256))
-    radius = paths.solar_radius_arcsec(when) / geometry.cdelt1
+    radius = ephemeris.solar_radius_arcsec(when) / geometry.cdelt1
     rows, cols = np.mgrid[0:256, 0:256]
     disk = np.hypot(cols + 1 - geometry.crpix1, rows + 1 - geometry.crpix2) / radius < 0.9
-    corr = np.corrcoef(truth[paths.BAND_INDEX[171]][disk], truth[paths.BAND_INDEX[195]][disk])[0, 1]
+    corr = np.corrcoef(truth[timebase.BAND_INDEX[171]][disk], truth[timebase.BAND_INDEX[195]][disk])[0, 1]
     assert 0.5 < corr < 0.99, corr
 
 
@@ -482,7 +482,7 @@ def test_loops_follow_dipole_field_lines_and_reach_above_the_limb():
     model.regions, model.flares = [region], []
     geometry = Geometry(128.5, 128.5, FIELD_OF_VIEW_ARCSEC / 256, FIELD_OF_VIEW_ARCSEC / 256)
     image = model.render(model.t0, geometry, (256, 256), components=("loops",))
-    radius = paths.solar_radius_arcsec(model.t0) / geometry.cdelt1
+    radius = ephemeris.solar_radius_arcsec(model.t0) / geometry.cdelt1
     rows, cols = np.mgrid[0:256, 0:256]
     rho = np.hypot(cols + 1 - 128.5, rows + 1 - 128.5) / radius
-    assert image[paths.BAND_INDEX[171]][rho > 1.01].sum() > 0.1 * image[paths.BAND_INDEX[171]].sum()
+    assert image[timebase.BAND_INDEX[171]][rho > 1.01].sum() > 0.1 * image[timebase.BAND_INDEX[171]].sum()

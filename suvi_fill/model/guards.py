@@ -11,7 +11,7 @@ import torch
 
 from suvi_fill.corpus import shards as dataset
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 from suvi_fill.plumbing.errors import DataError
 
 # %% auto 0
@@ -49,8 +49,8 @@ def identify(tensors: dict, satellite: int, when: int) -> dict:
 
 def where(satellite: int, when: int) -> str:
     "'shard NAME, slot N (TIME)' of a target."
-    return (f"shard {dataset.shard_name(paths.day_of_slot(int(when)), int(satellite))}, "
-            f"slot {int(when)} ({paths.format_stamp(paths.time_of(int(when)))})")
+    return (f"shard {dataset.shard_name(timebase.day_of_slot(int(when)), int(satellite))}, "
+            f"slot {int(when)} ({timebase.format_stamp(timebase.time_of(int(when)))})")
 
 # %% ../../nbs/suvi_fill/model/52_guards.ipynb 11
 def culprit(batch: dict) -> str:

@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from suvi_fill.physics import timebase as paths
+from suvi_fill.physics import timebase
 from suvi_fill.physics.coding import ASINH_RANGE, ASINH_SCALE, DISPLAY_MAPPING, MSE_FLOOR, decode_torch
 
 # %% auto 0
@@ -40,7 +40,7 @@ def display_map(coded, eps=DISPLAY_EPS):
     """
     radiance = decode_torch(coded.clamp(-1, 1))
     out = []
-    for index, wavelength in enumerate(paths.WAVELENGTHS):
+    for index, wavelength in enumerate(timebase.WAVELENGTHS):
         vmin, vmax, gamma = DISPLAY_MAPPING[wavelength]
         scaled = ((radiance[:, index] - vmin) / vmax).clamp(0.0, 1.0)
         out.append((scaled + eps) ** gamma - eps**gamma)
@@ -54,7 +54,7 @@ def display_slope(eps=DISPLAY_EPS, samples=20001):
     by autograd over `samples` codes spanning [−1, 1] plus the code of `vmin` itself.
     """
     out = {}
-    for index, wavelength in enumerate(paths.WAVELENGTHS):
+    for index, wavelength in enumerate(timebase.WAVELENGTHS):
         vmin, vmax, gamma = DISPLAY_MAPPING[wavelength]
         at_vmin = math.asinh(vmin / ASINH_SCALE) / ASINH_RANGE
         codes = torch.cat([torch.linspace(-1, 1, samples), torch.tensor([at_vmin])]).reshape(1, 1, 1, -1)

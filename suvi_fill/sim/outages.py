@@ -10,8 +10,8 @@ import math
 
 import numpy as np
 
-from suvi_fill.physics.timebase import (SATELLITES, SLOT_SECONDS, SLOTS_PER_DAY, WAVELENGTHS, as_day, day_of_slot,
-                                        solar_declination, unix_seconds)
+from suvi_fill.physics.timebase import SATELLITES, SLOT_SECONDS, SLOTS_PER_DAY, WAVELENGTHS, as_day, day_of_slot, unix_seconds
+from suvi_fill.physics.ephemeris import solar_declination
 from suvi_fill.plumbing.errors import OptionError
 
 # %% auto 0

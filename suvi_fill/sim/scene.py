@@ -16,7 +16,8 @@ from scipy.ndimage import gaussian_filter, gaussian_filter1d
 
 from suvi_fill.archive.fits import world_from_pixel
 from suvi_fill.physics.rotation import rotation_rate
-from suvi_fill.physics.timebase import WAVELENGTHS, as_day, solar_b0, solar_radius_arcsec, unix_seconds
+from suvi_fill.physics.timebase import WAVELENGTHS, as_day, unix_seconds
+from suvi_fill.physics.ephemeris import solar_b0, solar_radius_arcsec
 from suvi_fill.sim.emission import (FAR_SCALE, FAR_SHARE, FINE_CONTRAST, HOLE_DEPTH, LIMB_THICKNESS,
                                     NETWORK_CONTRAST, OFFLIMB_LEVEL, OFFLIMB_SCALE, POLAR_FLOOR, QUIET_LEVELS,
                                     QUIET_RADIANCE, dem_radiance, relative_brightness)

@@ -16,8 +16,8 @@ import numpy as np
 
 from suvi_fill.archive.fits import SENTINEL_VALUE, l2_header_values, l2_name, write_l2
 from suvi_fill.physics.coding import SATURATION
-from suvi_fill.physics.timebase import (SATELLITES, SLOT_SECONDS, SLOTS_PER_DAY, WAVELENGTHS, as_day, day_of_slot,
-                                        first_slot_of_day, sun_distance_m, time_of)
+from suvi_fill.physics.timebase import SATELLITES, SLOT_SECONDS, SLOTS_PER_DAY, WAVELENGTHS, as_day, day_of_slot, first_slot_of_day, time_of
+from suvi_fill.physics.ephemeris import sun_distance_m
 from suvi_fill.plumbing.errors import OptionError
 from suvi_fill.plumbing.files import atomic_write_json, fsync_directory
 from suvi_fill.sim.instrument import FIELD_OF_VIEW_ARCSEC, Instrument
