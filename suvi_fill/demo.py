@@ -150,7 +150,12 @@ def _command_line(config) -> str:
     words = []
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
-        if value != field.default:
+        if value == field.default:
+            continue
+        switch = field.metadata.get("switch")
+        if switch and value == switch[1]:
+            words.append(switch[0])                  # `heads="plain"` is the bare `--plain-heads`
+        else:
             words += [f"--{field.name.replace('_', '-')}"] + ([] if value is True else [str(value)])
     return " ".join(words)
 

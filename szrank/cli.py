@@ -26,7 +26,8 @@ PERSON_ERRORS = (SzrankError, ValueError, OSError, EOFError, RuntimeError)  # on
 # %% ../nbs/szrank/90_cli.ipynb 6
 EXIT_CODES = """exit codes:
   0    done (train: the model passed its gate and was published)
-  1    an unexpected error (a bug: its traceback is printed)
+  1    an unexpected error (a bug: its traceback is printed); records verify: a record does not
+       recount as its table says (one line names the file and field)
   2    refused: a bad flag or argument, input missing or malformed, or a failed training run
        (one line names it)
   4    train: the gate refused the model (current.sztf unchanged)

@@ -163,7 +163,6 @@ def unit_frame(n, d) -> tuple[np.ndarray, np.ndarray]:
     return centre, np.maximum(scale, 1e-300)
 
 
-_frame = unit_frame       # the former private name, still imported by szrank.ranker.features
 
 
 def _cross(a, b):

@@ -9,7 +9,7 @@ import dataclasses
 
 import numpy as np
 
-from szrank.geometry.defects import (FACE_COUNT, Defects, Layout, _batch, _dual, _frame, _vertices,
+from szrank.geometry.defects import (FACE_COUNT, Defects, Layout, _batch, _dual, _vertices, unit_frame,
                              evaluate, plane_bases)
 from szrank.geometry.topology import LINK_LENGTH
 
@@ -125,7 +125,7 @@ def features(normals, offsets, layout: Layout, defects: Defects | None = None, c
     if defects is None:
         defects = evaluate(n, d, layout)
     vertices, near_parallel, at_infinity = _dual(n, d, layout.triangles)
-    centre, scale = _frame(n, d)
+    centre, scale = unit_frame(n, d)
     s = scale[:, None]
     out_face = np.zeros((B, FACE_COUNT, FACE_FEATURES))
     out_face[..., 0:3] = n
