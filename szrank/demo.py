@@ -24,7 +24,8 @@ __all__ = ['DEFAULT_OUT', 'ARCHIVE_NAME', 'DEMO_TRAINING', 'DEMO_STAGES', 'SEARC
            'SEARCH_REPLICAS', 'SEARCH_ITERATIONS', 'SEARCH_WORKERS', 'GATE_MINIMUM_RECORDS', 'SPLIT_NAMES',
            'SEARCH_TRAINING', 'write_archive', 'replay', 'exporter_command', 'replay_main', 'demo_train_config',
            'train_stage', 'format_metrics', 'report_training', 'run_synthetic_stage', 'search_exporter_command',
-           'search_train_config', 'compare_policies', 'run_search_stage', 'run_demo', 'demo_command']
+           'search_train_config', 'compare_evaluations', 'compare_policies', 'run_search_stage', 'run_demo',
+           'demo_command']
 
 # %% ../nbs/szrank/91_demo.ipynb 5
 DEFAULT_OUT = Path("demo-out/szrank")
@@ -201,20 +202,33 @@ def _fresh_search(archive: Path, runs: int, steps: int, model: Path | None = Non
                         SEARCH_REPLICAS, SEARCH_ITERATIONS, SEARCH_WORKERS)
 
 # %% ../nbs/szrank/91_demo.ipynb 38
+def compare_evaluations(uniform: float, guided: float) -> str:
+    "The guided policy's evaluations to the target against the uniform one's, in words (inf: never reached)."
+    if math.isinf(uniform) and math.isinf(guided):
+        return "neither policy's median run reached the target"
+    if math.isinf(guided):
+        return f"guided's median run never reached the target; uniform's did after {uniform:,.0f} evaluations"
+    if math.isinf(uniform):
+        return f"guided reached the target after {guided:,.0f} evaluations; uniform's median run never did"
+    if guided == uniform:
+        return "guided and uniform needed the same number of evaluations"
+    change = guided / uniform - 1
+    return f"guided needed {abs(change):.0%} {'more' if change > 0 else 'fewer'} evaluations than uniform"
+
+
 def _to_target(uniform: list, guided: list, archives: tuple[Path, Path], target: float) -> list[str]:
     "Lines: the evaluations each policy's runs needed to reach `target` (lower median; never = inf) and the saving."
     from szrank.search.runs import best_curve, evaluations_to_reach
     reach = [sorted(evaluations_to_reach(best_curve(a, s.run_id), target) for s in runs)
              for a, runs in zip(archives, (uniform, guided))]
     median = [r[(len(r) - 1) // 2] for r in reach]                 # the lower median: an actual run's figure
-    saving = 1 - median[1] / median[0] if math.isfinite(median[0]) and median[0] > 0 else math.nan
     shown = ["never" if math.isinf(m) else f"{m:,.0f}" for m in median]
     return [f"  {'evaluations to best C+I <= ' + format(target, 'g'):34s}{shown[0]:>10s}{shown[1]:>10s}"
             f"   (lower median over runs; the target is the uniform runs' median best)",
             f"  {'runs reaching it':34s}{sum(map(math.isfinite, reach[0])):>10}{sum(map(math.isfinite, reach[1])):>10}",
-            f"  guided needs {saving:+.0%} fewer evaluations to the target than uniform"]
+            f"  {compare_evaluations(median[0], median[1])}"]
 
-# %% ../nbs/szrank/91_demo.ipynb 40
+# %% ../nbs/szrank/91_demo.ipynb 41
 def compare_policies(uniform: list, guided: list, archives: tuple[Path, Path] | None = None) -> str:
     """The uniform and guided runs side by side: evaluations to the target (the uniform runs' median best,
     from the runs' events in `archives`, uniform then guided), median and mean best C+I, and run by run."""
@@ -231,7 +245,7 @@ def compare_policies(uniform: list, guided: list, archives: tuple[Path, Path] | 
              + ", ".join(f"{a.topology}: {a.best_total}/{b.best_total}" for a, b in zip(uniform, guided))]
     return "\n".join(lines)
 
-# %% ../nbs/szrank/91_demo.ipynb 43
+# %% ../nbs/szrank/91_demo.ipynb 44
 def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STEPS, device: str = "auto") -> int:
     """Uniform search -> `szrank export` -> train -> gate -> publish into `out/search/model` -> guided search.
 
@@ -265,7 +279,7 @@ def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STE
     print(compare_policies(uniform, guided, (archive, search / "guided")), flush=True)
     return status
 
-# %% ../nbs/szrank/91_demo.ipynb 45
+# %% ../nbs/szrank/91_demo.ipynb 46
 def run_demo(out: Path = DEFAULT_OUT, labels_shuffled: bool = False, device: str = "auto",
              stages=DEMO_STAGES, search_runs: int = SEARCH_RUNS, search_steps: int = SEARCH_STEPS) -> int:
     """The demo's stages in order; returns the synthetic stage's exit code when it runs (0 published, 4 gate
@@ -288,7 +302,7 @@ def run_demo(out: Path = DEFAULT_OUT, labels_shuffled: bool = False, device: str
         return results["search"]
     return results.get("synthetic", results.get("search"))
 
-# %% ../nbs/szrank/91_demo.ipynb 47
+# %% ../nbs/szrank/91_demo.ipynb 48
 def _stages(text: str) -> tuple[str, ...]:
     stages = tuple(part.strip() for part in text.split(",") if part.strip())
     unknown = [stage for stage in stages if stage not in DEMO_STAGES]
@@ -296,7 +310,7 @@ def _stages(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(f"{text!r}: give a comma-separated list of {', '.join(DEMO_STAGES)}")
     return stages
 
-# %% ../nbs/szrank/91_demo.ipynb 49
+# %% ../nbs/szrank/91_demo.ipynb 50
 def demo_command(parser):
     "`szrank demo [--out DIR] [--stages synthetic,search] [--shuffle-labels] [--device D] ...`."
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
@@ -314,7 +328,7 @@ def demo_command(parser):
         return run_demo(args.out, args.shuffle_labels, args.device, args.stages, args.search_runs, args.search_steps)
     return run
 
-# %% ../nbs/szrank/91_demo.ipynb 52
+# %% ../nbs/szrank/91_demo.ipynb 53
 #| eval: false
 if __name__ == "__main__":
     if sys.argv[1:2] == ["replay"]:
