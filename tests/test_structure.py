@@ -12,11 +12,11 @@ import json
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 PACKAGES = ("suvi_fill", "szrank")
 LONGEST_FUNCTION = 80   # lines, decorators excluded: one screenful
 MEDIAN_CELL, LONGEST_CELL = 15, 80   # non-blank lines of an exported notebook cell

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from suvi_fill.physics import timebase as paths
 from suvi_fill.physics import rotation
 from suvi_fill.sim import sun

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from szrank.stream import snapshot as snapshot_module
 from szrank.stream.snapshot import SPLIT_RUNS, ExporterError, create_training_snapshot
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from szrank.plumbing.lock import LOCK_NAME
 from szrank.stream.snapshot import SPLIT_RUNS
 from szrank.stream.format import write_stream

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from szrank.ranker import modelfile
 from szrank.plumbing.errors import WriteError
 from szrank.plumbing.lock import LOCK_NAME
