@@ -19,11 +19,6 @@ from suvi_fill.plumbing.exits import WriteError
 from suvi_fill.plumbing.files import temporary_sibling, write_failure
 from suvi_fill.plumbing.lockfile import DirectoryBusy, describe_holder, is_stale, process_alive, read_holder
 
-# %% auto 0
-__all__ = ['LOCK_NAME', 'NOT_WRITABLE', 'TAKEOVER_TRIES', 'TEMPORARY_PID', 'to_stderr', 'DirectoryLock', 'acquire',
-           'directory_lock', 'leftover_pid', 'remove_leftovers']
-
-# %% ../../nbs/suvi_fill/plumbing/05_lock.ipynb 3
 LOCK_NAME = ".suvi-fill.lock"   # in the directory it guards; `suvi_fill.plumbing.lockfile` reads its holder
 NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}   # no lock can be created there: refused, not retried
 TAKEOVER_TRIES = 3   # new writers racing for one stale lock: one wins, the others find it held and are refused
@@ -33,7 +28,11 @@ def to_stderr(message: str) -> None:
     "The default `log` of this module: `message` as one line on stderr (stdout may be a command's data)."
     print(message, file=sys.stderr, flush=True)
 
-# %% ../../nbs/suvi_fill/plumbing/05_lock.ipynb 5
+# %% auto 0
+__all__ = ['LOCK_NAME', 'NOT_WRITABLE', 'TAKEOVER_TRIES', 'TEMPORARY_PID', 'to_stderr', 'DirectoryLock', 'acquire',
+           'directory_lock', 'leftover_pid', 'remove_leftovers']
+
+# %% ../../nbs/suvi_fill/plumbing/05_lock.ipynb 4
 class DirectoryLock:
     "The held lock of one directory; `record(...)` adds fields (what the run is making) to what the file says."
 
@@ -75,7 +74,7 @@ class DirectoryLock:
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
 
-# %% ../../nbs/suvi_fill/plumbing/05_lock.ipynb 8
+# %% ../../nbs/suvi_fill/plumbing/05_lock.ipynb 7
 def acquire(directory: Path, command: str | None = None, log=to_stderr) -> DirectoryLock:
     """Take `directory`'s lock, creating the directory.  A stale lock is taken over (said through `log`, its
     holder kept in `.previous`); a live one is `DirectoryBusy` naming its holder; an unwritable directory is
@@ -112,7 +111,7 @@ def directory_lock(directory: Path, command: str | None = None, log=to_stderr):
     finally:
         lock.release()
 
-# %% ../../nbs/suvi_fill/plumbing/05_lock.ipynb 11
+# %% ../../nbs/suvi_fill/plumbing/05_lock.ipynb 10
 TEMPORARY_PID = re.compile(r"\.tmp\.(\d+)\.[0-9a-f]+$")   # `temporary_sibling` names `.NAME.tmp.PID.RANDOM`
 
 
@@ -138,6 +137,7 @@ def remove_leftovers(directory: Path, prefixes=(".",), patterns=(), log=to_stder
                     path.unlink()
                     removed.append(path)
     if removed:
-        log(f"{directory}: removed {len(removed)} temporary file(s) an interrupted run left: "
-            + ", ".join(p.name for p in removed[:5]) + (" ..." if len(removed) > 5 else ""))
+        log(f"{directory}: removed {len(removed)} temporary file(s) an interrupted run left")
+    for path in removed:
+        log(f"removed {path}, left by a run that was killed")
     return removed
