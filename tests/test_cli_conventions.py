@@ -10,7 +10,7 @@ from configparser import ConfigParser
 
 import pytest
 
-from conftest import ROOT, run, tool
+from helpers import ROOT, run, tool
 
 CLIS = [("suvi_fill", "suvi-fill"), ("szrank", "szrank")]
 

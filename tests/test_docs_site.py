@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 SITE = ROOT / "_docs" / "site"
 EXECUTED = ROOT / "_docs" / "jupyter_execute"
 NOTEBOOKS = sorted(p.relative_to(ROOT / "nbs").with_suffix("") for p in (ROOT / "nbs").rglob("*.ipynb")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, copy_tracked, run, tool
+from helpers import ROOT, copy_tracked, run, tool
 
 PACKAGES = ("suvi_fill", "szrank")
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 #: Files that run or are run: their paths are read at run time (documentation prose is not scanned).
 CODE_SUFFIXES = {".py", ".ipynb", ".sh", ".ini", ".cfg", ".toml", ".yml", ".yaml", ".json"}
 #: `.ci/` names the machine's paths on purpose; this file plants outside paths to check the scan finds them.

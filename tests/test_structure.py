@@ -14,17 +14,17 @@ import json
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 PACKAGES = ("suvi_fill", "szrank")
 LONGEST_FUNCTION = 80   # lines, decorators excluded: one screenful
 MEDIAN_CELL, LONGEST_CELL = 15, 80   # non-blank lines of an exported notebook cell
 #: The modules each package owns a copy of (neither may import the other): after `SPELLINGS` they must read
 #: the same, line for line, apart from nbdev's own marker lines (which name the notebook and cell).
-TWINS = ("plumbing/exits", "plumbing/files", "plumbing/device", "plumbing/lockfile", "plumbing/progress",
+TWINS = ("plumbing/exits", "plumbing/files", "plumbing/device", "plumbing/lockfile", "plumbing/lock", "plumbing/progress",
          "plumbing/commands", "widgets/panel")
 #: How each package writes its own name: suvi_fill's spelling on the left becomes szrank's on the right.
 SPELLINGS = (("suvi_fill", "szrank"), ("SuviFill", "Szrank"), ("SUVI_FILL", "SZRANK"), ("suvi-fill", "szrank"))

@@ -3,7 +3,7 @@ archive's correlations (dual-satellite outages at the trace's rate), band-loss p
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from suvi_fill.corpus import availability
 from suvi_fill.corpus import shards as dataset
 from suvi_fill.physics import timebase

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from suvi_fill.corpus.reader import Corpus
-from test_suvi_fillers import ENV, fill_corpus, test_samples, tiny_checkpoint  # noqa: F401 (fixtures)
+from test_suvi_fillers import ENV, fill_corpus, bench_samples, tiny_checkpoint  # noqa: F401 (fixtures)
 
 
 def bench_cli(corpus, out, *extra):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from suvi_fill.archive import ingest
 from suvi_fill.physics import timebase
 from suvi_fill.sim.synth import synthesize

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from helpers import ROOT
 
 BLOCKING_TORCH = "import sys, time\nprint('importing torch', file=sys.stderr, flush=True)\ntime.sleep(60)\n"
 

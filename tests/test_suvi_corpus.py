@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from suvi_fill.corpus import reader as corpus_module
 from suvi_fill.corpus import shards as dataset
 from suvi_fill.corpus import segments

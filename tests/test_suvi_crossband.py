@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from suvi_fill.corpus.reader import Corpus
 from test_suvi_fillers import ENV, fill_corpus  # noqa: F401 (fixture)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, run, tool
+from helpers import ROOT, run, tool
 from suvi_fill.corpus import availability
 from suvi_fill.corpus import shards as dataset
 from suvi_fill.archive import fits

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from astropy.io import fits as astropy_fits
 
-from conftest import run, tool
+from helpers import run, tool
 from test_suvi_faults_data import D0, DAY, N, build_cli, one_line, write_frames
 from suvi_fill.corpus import shards as dataset
 from suvi_fill.archive import fits

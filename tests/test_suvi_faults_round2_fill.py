@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, run, tool
+from helpers import ROOT, run, tool
 from test_suvi_faults_train import SHORT, error_line, finished, train  # noqa: F401  (finished is a fixture)
 from test_suvi_fill import need
 from test_suvi_train import ENV, corpus, state  # noqa: F401  (corpus is a fixture)

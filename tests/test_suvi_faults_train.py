@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run, tool
+from helpers import ROOT, run, tool
 from test_suvi_train import ENV, TINY, corpus, history, state  # noqa: F401  (corpus is a fixture)
 
 #: A run short enough to repeat: two steps, an eval after each.

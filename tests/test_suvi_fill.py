@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from suvi_fill.archive import fits
 from suvi_fill.archive import ingest
 from suvi_fill.physics import ephemeris, timebase

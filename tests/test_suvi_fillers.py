@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, built_once, run, tool
+from helpers import ROOT, built_once, run, tool
 
 #: 36 hours at 32 px away from the eclipse seasons: a test segment of ~65 slots, built in
 #: well under a minute.
@@ -70,7 +70,7 @@ def tiny_checkpoint(fill_corpus, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def test_samples(fill_corpus):
+def bench_samples(fill_corpus):
     "A few bench samples of the test split at gap 1 and 4 (`Sample`s)."
     import torch
     torch.set_num_threads(1)
@@ -88,10 +88,10 @@ def test_samples(fill_corpus):
 CLASSICAL = ("nearest", "derotated", "linear", "optical_flow", "blend")
 
 
-def test_contract_on_corpus_samples(test_samples):
+def test_contract_on_corpus_samples(bench_samples):
     from suvi_fill.physics import coding as metrics
     from suvi_fill.evaluate.fillers import make_filler
-    for sample in test_samples:
+    for sample in bench_samples:
         own = ~sample.lost
         for name in CLASSICAL:
             out = make_filler(name)(sample)
@@ -102,11 +102,11 @@ def test_contract_on_corpus_samples(test_samples):
             assert 15.0 < psnr < 120.0, (name, psnr)
 
 
-def test_both_sample_forms_agree(test_samples):
+def test_both_sample_forms_agree(bench_samples):
     import torch
     from suvi_fill.corpus import conditioning
     from suvi_fill.evaluate.fillers import make_filler, prepare
-    sample = test_samples[-1]
+    sample = bench_samples[-1]
     tensors = conditioning.to_tensors(sample)
     for name in CLASSICAL:
         filler = make_filler(name)
@@ -114,9 +114,9 @@ def test_both_sample_forms_agree(test_samples):
         assert np.array_equal(a, b) and np.array_equal(a, c), name
 
 
-def test_nearest_is_the_stored_frame_and_derotated_its_alignment(test_samples):
+def test_nearest_is_the_stored_frame_and_derotated_its_alignment(bench_samples):
     from suvi_fill.evaluate.fillers import make_filler, nearest_frame, prepare
-    sample = test_samples[3]                                  # gap 4
+    sample = bench_samples[3]                                  # gap 4
     prep = prepare(sample)
     near, rot = make_filler("nearest")(sample), make_filler("derotated")(sample)
     for b in np.flatnonzero(sample.lost):
@@ -127,10 +127,10 @@ def test_nearest_is_the_stored_frame_and_derotated_its_alignment(test_samples):
         assert not np.array_equal(near[b], rot[b])             # 16 minutes of rotation moved something
 
 
-def test_blend_is_the_prior_blend(test_samples):
+def test_blend_is_the_prior_blend(bench_samples):
     from suvi_fill.model import net as model
     from suvi_fill.evaluate.fillers import make_filler, prepare
-    for sample in test_samples:
+    for sample in bench_samples:
         prep = prepare(sample)
         expected = model.prior_blend(prep["aligned"][None], prep["condition"][None], prep["present"][None])[0]
         out = make_filler("blend")(sample)
@@ -138,9 +138,9 @@ def test_blend_is_the_prior_blend(test_samples):
         assert np.allclose(out[lost], expected.numpy()[lost], atol=1e-5)
 
 
-def test_unfillable_band_is_nan(test_samples):
+def test_unfillable_band_is_nan(bench_samples):
     from suvi_fill.evaluate.fillers import fillable, make_filler
-    sample = dataclasses.replace(test_samples[0])       # a shallow copy
+    sample = dataclasses.replace(bench_samples[0])       # a shallow copy
     sample.present = sample.present.copy()
     b = int(np.flatnonzero(sample.lost)[0])
     sample.present[:, b] = False
@@ -152,14 +152,14 @@ def test_unfillable_band_is_nan(test_samples):
         assert np.isfinite(out[others]).all(), name
 
 
-def test_learned_filler_from_a_checkpoint(test_samples, tiny_checkpoint):
+def test_learned_filler_from_a_checkpoint(bench_samples, tiny_checkpoint):
     import torch
     from suvi_fill.model.checkpoint import load_learned
     from suvi_fill.evaluate.fillers import make_filler, prepare
     filler = make_filler("learned", checkpoint=tiny_checkpoint)
     assert filler.offsets == (1, 2, 4, 8, 16)
     net = load_learned(tiny_checkpoint)
-    for sample in test_samples[:2]:
+    for sample in bench_samples[:2]:
         prep = prepare(sample)
         with torch.no_grad():
             expected = net(prep["aligned"][None], prep["condition"][None], prep["present"][None],
@@ -185,11 +185,11 @@ def test_registry_errors(tmp_path):
         make_filler("crossband", checkpoint=junk)
 
 
-def test_optical_flow_one_sided_with_simultaneous_frames(test_samples):
+def test_optical_flow_one_sided_with_simultaneous_frames(bench_samples):
     "Both satellites' frames at the same slot on one side: no motion to extrapolate, no crash."
     import torch
     from suvi_fill.evaluate.fillers import OpticalFlow, prepare
-    prep = dict(prepare(test_samples[0]))
+    prep = dict(prepare(bench_samples[0]))
     lost = np.flatnonzero(prep["lost"].numpy() > 0.5)
     band = int(lost[0])
     dts = prep["dts"].clone()

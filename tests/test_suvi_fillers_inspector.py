@@ -8,17 +8,17 @@ import matplotlib
 matplotlib.use("Agg")
 import numpy as np
 
-from test_suvi_fillers import fill_corpus, test_samples  # noqa: F401 (fixtures)
+from test_suvi_fillers import fill_corpus, bench_samples  # noqa: F401 (fixtures)
 
 
-def test_comparison_content(test_samples):
+def test_comparison_content(bench_samples):
     from suvi_fill.physics import timebase
     from suvi_fill.evaluate.bench import band_psnr
     from suvi_fill.widgets.filler_inspector import (FIGURE_WIDTH, TITLE_POINTS, comparison, plot_comparison, predictions_for,
                                              sample_title)
     from suvi_fill.evaluate.fillers import make_filler
     fillers = {n: make_filler(n) for n in ("nearest", "optical_flow", "blend")}
-    for sample in test_samples[:3]:
+    for sample in bench_samples[:3]:
         predictions = predictions_for(sample, fillers)
         rows = comparison(sample, predictions)
         lost = [timebase.WAVELENGTHS[b] for b in np.flatnonzero(sample.lost)]

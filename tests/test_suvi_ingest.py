@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from astropy.io import fits as afits
 
-from conftest import ROOT, run, tool
+from helpers import ROOT, run, tool
 from suvi_fill.corpus import shards as dataset
 from suvi_fill.archive import fits
 from suvi_fill.archive import ingest

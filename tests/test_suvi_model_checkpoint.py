@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import run, tool
+from helpers import run, tool
 from test_suvi_fillers import tiny_corpus
 from suvi_fill.physics import align
 from suvi_fill.corpus import availability

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run, tool
+from helpers import ROOT, run, tool
 from test_suvi_train import ENV, TINY, corpus, history  # noqa: F401  (the session corpus)
 
 

@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from suvi_fill.sim import realism
 
 

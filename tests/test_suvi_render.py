@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from test_suvi_fillers import ENV, fill_corpus  # noqa: F401 (fixture)
 
 

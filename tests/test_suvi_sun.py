@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from suvi_fill.physics import ephemeris, timebase
 from suvi_fill.physics import rotation
 from suvi_fill.physics.coding import SATURATION

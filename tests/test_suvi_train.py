@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import test_suvi_fillers as fillers_tests
-from conftest import ROOT, run, tool
+from helpers import ROOT, run, tool
 
 #: The corpus is test_suvi_fillers' tiny archive (36 hours away from the equinox eclipse seasons,
 #: at 32 px: train, val and test segments), built once per test run for both.

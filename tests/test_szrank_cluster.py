@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from szrank.search.execution import run_searches
 
 pytest.importorskip("dask.distributed", reason="dask[distributed] is optional: pip install 'dask[distributed]'")

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from szrank.stream.format import (EXPECTED_RECORD_SIZE, EXPORT_HEADER, EXPORT_MAGIC, RECORD_DTYPE, StreamWriter,
                            empty_records, example_records, stream_header, write_stream)
 from szrank.stream import snapshot as snapshot_module

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from szrank.ranker.modelfile import load_model
 from szrank.ranker.reference import reference_forward
 from szrank.widgets.plots import (list_generations, load_report, plot_gain_uplift, plot_precision_recall,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from szrank.stream import snapshot as snapshot_module
 from szrank.stream.snapshot import SPLIT_RUNS, ExporterError, create_training_snapshot
 
@@ -133,4 +133,4 @@ def test_sigterm_during_an_export_cleans_up_and_exits_143(tmp_path, exporter):
     assert len(lines) == 1 and lines[0].startswith("Training terminated (SIGTERM): ") \
         and "exporter stopped, no snapshot was written" in lines[0] and "current.sztf was not changed" in lines[0], stderr
     assert list(snapshots.iterdir()) == [] and gone(tmp_path / "exporter.pid")
-    assert not (tmp_path / "results" / "search" / "neural" / "transformer" / ".szrank-train.lock").exists()
+    assert not (tmp_path / "results" / "search" / "neural" / "transformer" / ".szrank.lock").exists()

@@ -7,7 +7,7 @@ import zlib
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from szrank.ranker.architecture import expected_payload_float_count
 from szrank.ranker.model import initialize_member
 from szrank.ranker.modelfile import (HEADER_CRC_OFFSET, HEADER_METRICS, ModelFileError, header_crc32, load_model,

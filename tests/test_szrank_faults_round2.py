@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from szrank.plumbing.lock import LOCK_NAME
 from szrank.stream.snapshot import SPLIT_RUNS
 from szrank.stream.format import write_stream
@@ -101,7 +101,7 @@ def test_a_kept_snapshot_of_a_killed_run_is_not_removed_by_the_next_run(tmp_path
     size = kept[0].stat().st_size
     result = train_after(tmp_path, out, snapshots)
     assert result.returncode == 2, result.stderr
-    assert f"taking over the stale lock of pid {process.pid}" in result.stderr, result.stderr
+    assert f"took over the lock of pid {process.pid}" in result.stderr, result.stderr
     assert kept[0].stat().st_size == size and f"removed {kept[0]}," not in result.stderr, result.stderr
     assert f"kept {kept[0]}: the run that was killed made it with --keep-snapshot" in result.stderr
     # its .partial (a kept run killed while exporting) is still removed

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from szrank.ranker import modelfile
 from szrank.plumbing.errors import WriteError
 from szrank.plumbing.lock import LOCK_NAME
@@ -101,7 +101,7 @@ def test_a_read_only_output_directory_is_refused_before_training(tmp_path, snaps
         result = run([tool("szrank"), "train", "--snapshot", str(snapshot), *FAST, "--output-directory", str(out)])
     assert result.returncode == 2, result.stderr
     line = one_line(result.stderr)
-    assert f"{out}: output directory is not writable" in line and "nothing was trained" in line
+    assert f"{out}: output directory is not writable" in line and "nothing was written" in line
     assert "Epoch" not in result.stderr and "Snapshot:" not in result.stderr
 
 
@@ -145,7 +145,7 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path, snapshot):
         holder.wait()
     assert result.returncode == 2, result.stderr
     line = one_line(result.stderr)
-    assert f"{out}: in use by pid {holder.pid} on {os.uname().nodename} (szrank train" in line, line
+    assert f"{out}: another writer holds it: pid {holder.pid} on {os.uname().nodename} (szrank train" in line, line
     assert (out / LOCK_NAME).exists(), "the holder's lock was removed"
 
 
@@ -167,7 +167,7 @@ def test_a_killed_runs_lock_and_leftovers_are_taken_over_and_removed(tmp_path):
     result = run([tool("szrank"), "train", "--repository", str(tmp_path), "--exporter", str(tmp_path / "none"),
                   "--output-directory", str(out), "--device", "cpu"])
     assert result.returncode == 2, result.stderr
-    assert f"taking over the stale lock of pid {DEAD_PID} on {os.uname().nodename}" in result.stderr
+    assert f"took over the lock of pid {DEAD_PID} on {os.uname().nodename}" in result.stderr
     for path in leftovers:
         assert not path.exists(), path
         assert f"removed {path}" in result.stderr

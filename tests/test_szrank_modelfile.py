@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, run
+from helpers import ROOT, run
 from szrank.ranker import modelfile
 from szrank.ranker.architecture import expected_payload_float_count
 from szrank.ranker.model import RankerMember, ensemble_outputs, initialize_member, members_from_model

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from szrank.plumbing.errors import REFUSED
 from szrank.search.obj import PUBLIC_RECORD, read_configuration
 from szrank.search.records import (MISMATCH, NAME, RECORDS_DIR, TABLE_NAME, RecordsError, consider, measure,

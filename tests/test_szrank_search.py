@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from szrank.search.archive import (EVENT_DTYPE, SHARD_HEADER, ArchiveError, RunWriter, export_records, list_runs,
                             read_run, read_shard)
 from szrank.plumbing.errors import OptionError

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from szrank.search.archive import list_runs, read_run
 from szrank.plumbing.errors import OptionError
 from szrank.geometry.defects import dual_vertices, evaluate, layout

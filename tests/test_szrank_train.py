@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from szrank.stream.synthetic import synthesize_corpus
 from szrank.ranker.modelfile import load_model
 from szrank.widgets.plots import load_report

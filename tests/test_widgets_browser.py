@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run, tool
+from helpers import run, tool
 from test_suvi_fillers import fill_corpus  # noqa: F401  (the tiny corpus fixture)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -28,7 +28,8 @@ from szrank.stream.batches import RecordError, decode_batch, iter_record_batches
 from szrank.plumbing.device import autocast_enabled, cpu_threads, pick_device
 from szrank.plumbing.files import atomic_write_json
 from szrank.plumbing.errors import GATE_FAILED, DivergedError, OptionError, WriteError
-from szrank.plumbing.lock import DirectoryLock, acquire, remove_leftovers, remove_stale_snapshot
+from szrank.plumbing.leftovers import OUTPUT_TEMPORARIES, PARTIAL_SNAPSHOT, remove_stale_snapshot
+from szrank.plumbing.lock import DirectoryLock, acquire, remove_leftovers
 from szrank.train.metrics import evaluate_ensemble, report_gate, scalar_metrics
 from szrank.ranker.model import initialize_member
 from szrank.ranker.modelfile import PublishInterrupted, publish_model, reconcile_report, serialize_model
@@ -298,9 +299,9 @@ def prepare_output(config: TrainConfig, setup: Setup) -> DirectoryLock:
     `current.sztf` again."""
     lock = acquire(setup.output_directory, "szrank train")
     try:
-        remove_leftovers(setup.output_directory)
+        remove_leftovers(setup.output_directory, OUTPUT_TEMPORARIES, [PARTIAL_SNAPSHOT])
         if not config.snapshot:
-            remove_leftovers(setup.snapshot_directory, prefixes=())     # only `snapshot_<dead pid>_*.sztx.partial`
+            remove_leftovers(setup.snapshot_directory, (), [PARTIAL_SNAPSHOT])   # only `snapshot_<dead pid>_*.sztx.partial`
         remove_stale_snapshot(lock.previous, setup.snapshot_directory, lock.path)
         reconcile_report(setup.output_directory)
     except BaseException:
