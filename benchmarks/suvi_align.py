@@ -18,11 +18,8 @@ import numpy as np
 import torch
 
 from suvi_fill.physics import coding as metrics
-
 from suvi_fill.physics import align
-
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.physics import timebase
 
 DAY = 86_400.0

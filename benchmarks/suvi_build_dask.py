@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 from suvi_fill.archive import ingest
-
 from suvi_fill.sim.synth import synthesize
 
 

@@ -21,13 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from suvi_fill.physics import coding
-
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.archive import fits
-
 from suvi_fill.archive import ingest
-
 from suvi_fill.physics import timebase
 
 

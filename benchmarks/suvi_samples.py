@@ -23,13 +23,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from suvi_fill.corpus import availability  # noqa: E402
-
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.model import net as model
-
 from suvi_fill.physics import timebase
-
 from suvi_fill.corpus import sampler as samples
 
 DAY = "2024-03-01"

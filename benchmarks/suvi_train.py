@@ -22,11 +22,8 @@ from pathlib import Path
 import torch
 
 from suvi_fill.model import losses
-
 from suvi_fill.model import net as model
-
 from suvi_fill.train import loop as trainer
-
 from suvi_fill.train import data as train_data
 from suvi_fill.train.config import TrainConfig, validate_config
 from suvi_fill.plumbing.device import autocast_enabled

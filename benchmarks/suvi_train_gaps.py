@@ -24,13 +24,9 @@ import numpy as np
 import torch
 
 from suvi_fill.corpus import availability
-
 from suvi_fill.evaluate import bench
-
 from suvi_fill import demo
-
 from suvi_fill.evaluate import fillers
-
 from suvi_fill.train import loop as train
 from suvi_fill.corpus.reader import Corpus
 from suvi_fill.model.losses import balanced_criterion, criterion

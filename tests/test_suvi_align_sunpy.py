@@ -10,9 +10,7 @@ import pytest
 import torch
 
 from suvi_fill.physics import align
-
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.physics import timebase
 
 

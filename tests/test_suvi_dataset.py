@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.physics import timebase
 
 DAY = "2024-03-01"

@@ -6,13 +6,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from suvi_fill.physics import coding as metrics
-
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.widgets import corpus_inspector as inspector
-
 from suvi_fill.archive import ingest
-
 from suvi_fill.physics import timebase
 from test_suvi_ingest import DAY, write_archive
 

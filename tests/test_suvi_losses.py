@@ -6,11 +6,8 @@ import pytest
 import torch
 
 from suvi_fill.physics import coding as metrics
-
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.model import losses
-
 from suvi_fill.physics import timebase
 
 

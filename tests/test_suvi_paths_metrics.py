@@ -4,7 +4,6 @@ import pytest
 import torch
 
 from suvi_fill.physics import coding
-
 from suvi_fill.physics import timebase
 
 

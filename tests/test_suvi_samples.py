@@ -8,19 +8,12 @@ import pytest
 import torch
 
 from suvi_fill.physics import align
-
 from suvi_fill.corpus import availability
-
 from suvi_fill.corpus import conditioning
-
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.model import net as model
-
 from suvi_fill.physics import timebase
-
 from suvi_fill.corpus import sampler as samples
-
 from suvi_fill.corpus import segments
 from suvi_fill.plumbing.errors import DataError
 

@@ -7,11 +7,8 @@ import numpy as np
 import pytest
 
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.archive import ingest
-
 from suvi_fill.physics import timebase
-
 from suvi_fill.corpus import segments
 from test_suvi_ingest import DAY, write_archive
 

@@ -13,9 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.physics import timebase
-
 from suvi_fill.corpus import segments
 from suvi_fill.plumbing.errors import InvalidData, MissingData
 from suvi_fill.plumbing.files import atomic_write

@@ -18,11 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.physics import timebase
-
 from suvi_fill.corpus import sampler as samples
-
 from suvi_fill.corpus import segments as segments_module
 from suvi_fill.plumbing.errors import DataError, OptionError
 from suvi_fill.plumbing.files import atomic_write_json, fsync_directory

@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.physics import timebase
 from suvi_fill.plumbing.errors import DataError, InvalidData, MissingData
 from suvi_fill.plumbing.lock import LOCK_NAME, is_stale, read_holder

@@ -10,7 +10,6 @@ import inspect
 import numpy as np
 
 from suvi_fill.physics import timebase
-
 from suvi_fill.corpus import segments as segments_module
 from suvi_fill.plumbing.errors import DataError, OptionError
 from suvi_fill.corpus.sample import Sample, Target, assemble

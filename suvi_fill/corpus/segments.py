@@ -11,9 +11,7 @@ import cv2
 import numpy as np
 
 from suvi_fill.physics import coding
-
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.physics import timebase
 from suvi_fill.corpus.reader import (MANIFEST, MANIFEST_FORMAT, SPLITS, Calibration, Corpus, close_shards, days_touched,
                               manifest_digest, targets_in)

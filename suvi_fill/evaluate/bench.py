@@ -13,13 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from suvi_fill.corpus import availability as availability_module
-
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.physics import timebase
-
 from suvi_fill.corpus import sampler as samples
-
 from suvi_fill.corpus import segments
 from suvi_fill.physics.coding import band_psnr
 from suvi_fill.corpus.reader import MANIFEST, Corpus

@@ -19,19 +19,12 @@ import numpy as np
 from astropy.io import fits as _fits
 
 from suvi_fill import package_version
-
 from suvi_fill.physics import coding
-
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.archive import fits
-
 from suvi_fill.archive import ingest
-
 from suvi_fill.physics import ephemeris, timebase
-
 from suvi_fill.corpus import sampler as samples
-
 from suvi_fill.corpus import segments
 from suvi_fill.plumbing.errors import DataError, InvalidData, MissingData, OptionError
 from suvi_fill.plumbing.files import atomic_write, atomic_write_json

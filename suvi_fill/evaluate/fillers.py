@@ -14,14 +14,10 @@ import numpy as np
 import torch
 
 from suvi_fill.physics import align
-
 from suvi_fill.physics import coding
-
 from suvi_fill.corpus import conditioning
-
 from suvi_fill.model import net as model
 from suvi_fill.model.checkpoint import load_learned
-
 from suvi_fill.physics import timebase
 from suvi_fill.corpus.conditioning import AVAILABLE, BANDS, KIND_TARGET, SAME_SATELLITE, TENSOR_KEYS
 from suvi_fill.plumbing.errors import InvalidData, MissingData, OptionError

@@ -12,13 +12,9 @@ import cv2
 import numpy as np
 
 from suvi_fill.physics import coding
-
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.physics import ephemeris, timebase
-
 from suvi_fill.corpus import sampler as samples
-
 from suvi_fill.corpus import segments
 from suvi_fill.corpus.reader import Corpus
 from suvi_fill.corpus.sample import Sample, Target, assemble

@@ -10,7 +10,6 @@ import math
 import torch
 
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.physics import timebase
 from suvi_fill.plumbing.errors import DataError
 

@@ -11,7 +11,6 @@ import torch
 import torch.nn.functional as F
 
 from suvi_fill.physics import ephemeris
-
 from suvi_fill.physics import rotation
 from suvi_fill.physics.coding import ASINH_RANGE, ASINH_SCALE
 from suvi_fill.plumbing.errors import OptionError

@@ -14,11 +14,8 @@ import numpy as np
 import torch
 
 from suvi_fill.corpus import availability as availability_module
-
 from suvi_fill.corpus import reader as corpus_module
-
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.corpus import pool as pool_module
 from suvi_fill.corpus import sampler as samples
 from suvi_fill.corpus.conditioning import collate, to_tensors

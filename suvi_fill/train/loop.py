@@ -19,11 +19,8 @@ import torch
 import torch.distributed as dist
 
 from suvi_fill.physics import align
-
 from suvi_fill.model import checkpoint
-
 from suvi_fill.model import net as model
-
 from suvi_fill.corpus import sampler as samples
 from suvi_fill.corpus.conditioning import AVAILABLE, COND_LAYOUT
 from suvi_fill.plumbing.device import autocast_enabled, cpu_threads, pick_device

@@ -10,9 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from suvi_fill.physics import coding
-
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.physics import timebase
 from suvi_fill.plumbing.errors import MissingData
 

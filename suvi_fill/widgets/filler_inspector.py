@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 
 from suvi_fill.physics import coding
-
 from suvi_fill.physics import timebase
 from suvi_fill.corpus.sample import Sample
 

@@ -11,7 +11,6 @@ from functools import lru_cache
 import numpy as np
 
 from szrank.plumbing.errors import InvariantError
-
 from szrank.geometry.topology import DATA_PATH, LINK_LENGTH, TOPOLOGIES, TRIANGLE_COUNT, VERTEX_COUNT, link_orders, normalise
 
 # %% auto 0
