@@ -63,11 +63,11 @@ HAND_WRITTEN = ROOT / "docs"
 #: The gallery: notebooks whose figures are results, with what they show.  Each notebook's figures are taken
 #: from its executed outputs (at most `GALLERY_FIGURES` each).
 GALLERY = (
-    ("suvi_fill/51_bench", "The fillers' display PSNR against the gap: suvi-fill bench on the tests' tiny corpus."),
-    ("suvi_fill/15_realism", "The synthetic Sun held against the real AIA 171 Å and EIT 195 Å disks."),
-    ("szrank/38_view", "A record polyhedron: the public solver's configuration on topology 42 (the paper's #43), "
+    ("suvi_fill/evaluate/71_bench", "The fillers' display PSNR against the gap: suvi-fill bench on the tests' tiny corpus."),
+    ("suvi_fill/sim/39_realism", "The synthetic Sun held against the real AIA 171 Å and EIT 195 Å disks."),
+    ("szrank/widgets/62_view", "A record polyhedron: the public solver's configuration on topology 42 (the paper's #43), "
                        "C = 0, I = 4, crossing edges red, intersecting edges blue."),
-    ("szrank/29_plots", "The ranker's calibration (reliability), precision-recall and gain."),
+    ("szrank/widgets/61_plots", "The ranker's calibration (reliability), precision-recall and gain."),
 )
 GALLERY_FIGURES = 3
 #: Optional pages: made only when the repository has the file.
