@@ -63,12 +63,13 @@ class Detector:
 
 @dataclasses.dataclass(frozen=True)
 class PointingModel:
-    "How the disk centre wanders (arcsec) and the roll varies (deg): per-satellite bias, diurnal term, jitter."
-    bias_arcsec: float = 8.0
-    diurnal_arcsec: float = 4.0
-    jitter_arcsec: float = 0.5
-    roll_bias_deg: float = 0.15
-    roll_diurnal_deg: float = 0.03
+    """The pointing error an L2 frame keeps after the ground processing centred it and turned it north-up
+    (arcsec, deg): a per-satellite bias, a diurnal term, jitter and roll; none of it is in the header."""
+    bias_arcsec: float = 0.0             # centred by the L2 processing: no bias left
+    diurnal_arcsec: float = 0.0          # nor the spacecraft's thermal swing
+    jitter_arcsec: float = 0.5           # the centring's frame-to-frame error (see above)
+    roll_bias_deg: float = 0.0           # north-up
+    roll_diurnal_deg: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +104,8 @@ class Instrument:
                                       roll=float(rng.normal(0, pointing_model.roll_bias_deg)))
 
     def geometry(self, slot: int, satellite: int, resolution: int) -> Geometry:
-        "Pointing of GOES-`satellite` at `slot` for an image of `resolution` pixels."
+        """Where the Sun is in GOES-`satellite`'s frame of `slot`, `resolution` pixels wide: the image centre and
+        north up, moved by what the L2 centring left (`PointingModel`); the scene is drawn with it."""
         p, model = self.pointing[satellite], self.pointing_model
         phase = 2 * math.pi * (slot % SLOTS_PER_DAY) / SLOTS_PER_DAY + p["diurnal_phase"]
         jitter = np.random.default_rng([self.seed, int(slot), satellite, 7]).normal(0, model.jitter_arcsec, 2)
@@ -112,6 +114,12 @@ class Instrument:
         cdelt = FIELD_OF_VIEW_ARCSEC / resolution
         return Geometry(crpix1=(resolution + 1) / 2 + dx / cdelt, crpix2=(resolution + 1) / 2 + dy / cdelt,
                         cdelt1=cdelt, cdelt2=cdelt, crota=p["roll"] + model.roll_diurnal_deg * math.sin(phase))
+
+    @staticmethod
+    def l2_geometry(resolution: int) -> Geometry:
+        "What an L2 header of a frame `resolution` pixels wide says: Sun-centred, north-up (`CRPIX` the centre, `CROTA` 0)."
+        cdelt = FIELD_OF_VIEW_ARCSEC / resolution
+        return Geometry(crpix1=(resolution + 1) / 2, crpix2=(resolution + 1) / 2, cdelt1=cdelt, cdelt2=cdelt)
 
     def radiance(self, sun: SunModel, when, geometry: Geometry, shape, components=COMPONENTS) -> np.ndarray:
         """True radiance (6, rows, cols), W m-2 sr-1, of `sun` at `when` as the optics image it in an image of

@@ -668,9 +668,10 @@ def draw_corona(image, frame: Frame, shapes: dict) -> None:
 
 # %% ../../nbs/suvi_fill/sim/33_scene.ipynb 67
 @numba.njit(cache=True, nogil=True)
-def _blob_kernel(image, x, y, rho2, centre, spec):
+def _blob_kernel(image, x, y, rho2, centre, spec, radius_px):
     """Add each structure of `spec` (m, 5 + bands: px, py, pz, sigma, sigma_px, amplitudes) to `image`,
-    a Gaussian footprint in a +-4 sigma window about `centre` (m, 2: row, col) in pixels."""
+    a Gaussian footprint in a +-4 sigma window about `centre` (m, 2: row, col) in pixels.  A structure behind
+    the limb (pz < 0) shows on the part of each pixel off the disk (`radius_px`: the solar radius in pixels)."""
     bands, rows, cols = image.shape
     for j in range(spec.shape[0]):
         px, py, pz, sigma, sigma_px = spec[j, 0], spec[j, 1], spec[j, 2], spec[j, 3], spec[j, 4]
@@ -692,8 +693,8 @@ def _blob_kernel(image, x, y, rho2, centre, spec):
         for r in range(r0, r1):
             for c in range(c0, c1):
                 v = foot[r - r0, c - c0] * norm
-                if pz < 0 and rho2[r, c] < 1.0:
-                    continue                                   # behind the disk
+                if pz < 0:                                     # behind the limb: the pixel's part off the disk
+                    v *= min(max((math.sqrt(rho2[r, c]) - 1.0) * radius_px + 0.5, 0.0), 1.0)
                 for b in range(bands):
                     a = spec[j, 5 + b]
                     if a != 0.0:
@@ -726,7 +727,8 @@ def draw_blobs(image, blobs, frame: Frame) -> None:
     col = math.cos(rot) * u + math.sin(rot) * v + geometry.crpix1 - 1
     row = -math.sin(rot) * u + math.cos(rot) * v + geometry.crpix2 - 1
     spec = np.column_stack([px, py, pz, sigma_eff, sigma_eff * scale, amps])[keep]
-    _blob_kernel(image, frame.x, frame.y, frame.rho2, np.column_stack([row, col])[keep], np.ascontiguousarray(spec))
+    _blob_kernel(image, frame.x, frame.y, frame.rho2, np.column_stack([row, col])[keep], np.ascontiguousarray(spec),
+                 float(scale))
 
 # %% ../../nbs/suvi_fill/sim/33_scene.ipynb 69
 def draw_filaments(image, sheets: dict, frame: Frame) -> None:
