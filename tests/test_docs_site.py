@@ -145,8 +145,8 @@ def test_the_prose_links_into_the_api(site):
         text = (site / page.with_suffix(".html")).read_text(encoding="utf-8")
         linked[str(page)] = len(re.findall(r'<a class="reference internal" href="(?:\.\./)+api/[^"]+#[^"]+"', text))
     assert sum(linked.values()) >= 50 and sum(1 for n in linked.values() if n) >= 20, linked
-    bench = (site / "suvi_fill" / "51_bench.html").read_text(encoding="utf-8")
-    assert 'href="../api/suvi_fill.evaluate.bench.html#suvi_fill.evaluate.bench.run_bench"' in bench
+    bench = (site / "suvi_fill" / "evaluate" / "71_bench.html").read_text(encoding="utf-8")
+    assert 'href="../../api/suvi_fill.evaluate.bench.html#suvi_fill.evaluate.bench.run_bench"' in bench
 
 
 def test_the_build_log_is_clean(site):
@@ -169,7 +169,7 @@ def test_the_landing_page_is_the_index_notebook(site):
 
 def test_the_bench_page_shows_its_measurement(site):
     "The bench notebook measures: its page shows the bench table and the PSNR-vs-gap plot."
-    text = (site / "suvi_fill" / "51_bench.html").read_text(encoding="utf-8")
+    text = (site / "suvi_fill" / "evaluate" / "71_bench.html").read_text(encoding="utf-8")
     table = text[text.index("<table"):text.index("</table>")]
     assert "gap 16" in table and "blend" in table
     assert re.search(r'<img [^>]*src="[^"]*_images/', text)
