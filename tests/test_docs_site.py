@@ -146,7 +146,7 @@ def test_the_prose_links_into_the_api(site):
         linked[str(page)] = len(re.findall(r'<a class="reference internal" href="(?:\.\./)+api/[^"]+#[^"]+"', text))
     assert sum(linked.values()) >= 50 and sum(1 for n in linked.values() if n) >= 20, linked
     bench = (site / "suvi_fill" / "evaluate" / "71_bench.html").read_text(encoding="utf-8")
-    assert 'href="../../api/suvi_fill.evaluate.bench.html#suvi_fill.evaluate.bench.run_bench"' in bench
+    assert re.search(r'href="(?:\.\./)+api/suvi_fill\.evaluate\.bench\.html#suvi_fill\.evaluate\.bench\.run_bench"', bench)
 
 
 def test_the_build_log_is_clean(site):
