@@ -485,10 +485,8 @@ def learned_filler(checkpoint, device="cpu") -> ModelFiller:
     "A trained checkpoint (`checkpoint.load_learned`)."
     if checkpoint is None:
         raise OptionError("the learned filler needs --checkpoint (a trainer's best.pt)")
-    net = load_learned(checkpoint, device=device)
-    # The ladder is the checkpoint's record (args.offsets in every schema), not an attribute of the net.
-    args = torch.load(checkpoint, map_location="cpu", weights_only=True).get("args", {})
-    return ModelFiller(net, "learned", device, offsets=args.get("offsets"))
+    net = load_learned(checkpoint, device=device)      # its `offsets`: the ladder the checkpoint records
+    return ModelFiller(net, "learned", device, offsets=net.offsets)
 
 # %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 79
 FILLERS = {
