@@ -144,29 +144,14 @@ class _Tee(io.TextIOBase):
     def lines(self) -> list:
         return [line for line in "".join(self.kept).splitlines() if line.strip()]
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 17
-def _command_line(config) -> str:
-    "The `suvi-fill train` flags that give `config` (the fields off their defaults)."
-    words = []
-    for field in dataclasses.fields(config):
-        value = getattr(config, field.name)
-        if value == field.default:
-            continue
-        switch = field.metadata.get("switch")
-        if switch and value == switch[1]:
-            words.append(switch[0])                  # `heads="plain"` is the bare `--plain-heads`
-        else:
-            words += [f"--{field.name.replace('_', '-')}"] + ([] if value is True else [str(value)])
-    return " ".join(words)
-
-# %% ../nbs/suvi_fill/91_demo.ipynb 19
+# %% ../nbs/suvi_fill/91_demo.ipynb 18
 def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
     "Train the demo model into `out/run` (or reuse a finished run); returns `best.pt`."
     from suvi_fill.plumbing.errors import SuviFillError, TrainingAborted
     from suvi_fill.plumbing.files import atomic_write_json
     from suvi_fill.corpus.reader import Corpus
     from suvi_fill.train.loop import net_config, train
-    from suvi_fill.train.config import TrainConfig
+    from suvi_fill.train.config import TrainConfig, command_line
     run_dir = Path(out) / "run"
     record_path = run_dir / "demo_train.json"
     corpus = Corpus.open(shards)
@@ -188,7 +173,7 @@ def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
         shutil.rmtree(run_dir)                    # unfinished, or another corpus / settings / net: redo cleanly
     log = _Tee(sys.stdout)
     with contextlib.redirect_stdout(log):
-        print(f"[train] suvi-fill train {_command_line(config)}")
+        print(f"[train] suvi-fill train {command_line(config)}")
         try:
             status = train(config)
         except TrainingAborted:
@@ -201,7 +186,7 @@ def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
                                                                if status == 1 else ""))
     return run_dir / "best.pt"
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 21
+# %% ../nbs/suvi_fill/91_demo.ipynb 20
 def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True,
                 sides: str = "bracketed") -> dict:
     """Bench every filler at `sides` gaps into `out/bench[/DEMO_SIDES[sides]]` (or reuse a bench of
@@ -233,7 +218,7 @@ def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", 
 
 
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 23
+# %% ../nbs/suvi_fill/91_demo.ipynb 22
 def render_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True) -> dict:
     "Render `DEMO_FRAMES` RGB frames of GOES-16 around its first lost 171 Å frame, and their movie."
     from suvi_fill.plumbing.files import atomic_write_json
@@ -260,7 +245,7 @@ def render_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu",
           f"{c['missing']} missing) and movie.mp4 -> {where}")
     return index
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 24
+# %% ../nbs/suvi_fill/91_demo.ipynb 23
 def demo_command(parser):
     "`suvi-fill demo [--out DIR] [--until STAGE]`."
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")

@@ -18,7 +18,7 @@ from suvi_fill.plumbing.errors import OptionError
 # %% auto 0
 __all__ = ['EVAL_EVERY', 'PLATEAU_EVALS', 'WARMUP_STEPS', 'DEFAULT_WORKERS', 'MINIMUMS', 'MAXIMUMS', 'MAX_LR', 'DESCRIPTION',
            'flag', 'TrainConfig', 'check_counts', 'parse_lr_range', 'check_modes', 'validate_config', 'add_arguments',
-           'config_from_args']
+           'config_from_args', 'command_line']
 
 # %% ../../nbs/suvi_fill/train/60_config.ipynb 4
 #: Steps between validation passes: the original trainer's last collapse happened entirely inside one
@@ -215,3 +215,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     "The config of parsed `suvi-fill train` arguments (unchecked)."
     return TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
+
+# %% ../../nbs/suvi_fill/train/60_config.ipynb 20
+def command_line(config: TrainConfig) -> str:
+    "The `suvi-fill train` flags that give `config` (the fields off their defaults): `add_arguments` read backwards."
+    words = []
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if value == field.default:
+            continue
+        switch = field.metadata.get("switch")
+        if switch and value == switch[1]:
+            words.append(switch[0])                  # `heads="plain"` is the bare `--plain-heads`
+        else:
+            words += [f"--{field.name.replace('_', '-')}"] + ([] if value is True else [str(value)])
+    return " ".join(words)
