@@ -21,15 +21,10 @@ import cv2
 import numpy as np
 
 from suvi_fill.physics import coding
-
 from suvi_fill.corpus import reader as corpus
-
 from suvi_fill.corpus import shards as dataset
-
 from suvi_fill.archive import fits
-
 from suvi_fill.physics import timebase
-
 from suvi_fill.corpus import segments
 from suvi_fill.plumbing.errors import InvalidData, MissingData, OptionError
 from suvi_fill.plumbing.files import atomic_write_json, fsync_directory
@@ -65,9 +60,10 @@ def vet(data, header) -> int:
 
 # %% auto 0
 __all__ = ['NONFINITE_MAX_FRACTION', 'SENTINEL_FRACTION', 'SATURATED_MAX_FRACTION', 'DISK_CORE_FRACTION', 'DISK_SAMPLES',
-           'MAX_DEFAULT_RESOLUTION', 'REPORT', 'FITS_SUFFIXES', 'DASK_SETTLE_SECONDS', 'SCHEDULER_PROTOCOLS', 'STAGING',
-           'READY', 'FILLED_REASON', 'vet', 'negative_disk', 'place', 'find_sources', 'shown', 'describe_source',
-           'shard_task', 'parse_scheduler', 'dask_client', 'named_os_error', 'build', 'build_command']
+           'PLACE_BAND_LIMIT', 'MAX_DEFAULT_RESOLUTION', 'REPORT', 'FITS_SUFFIXES', 'DASK_SETTLE_SECONDS',
+           'SCHEDULER_PROTOCOLS', 'STAGING', 'READY', 'FILLED_REASON', 'vet', 'negative_disk', 'place', 'find_sources',
+           'shown', 'describe_source', 'shard_task', 'parse_scheduler', 'dask_client', 'named_os_error', 'build',
+           'build_command']
 
 # %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 5
 #: Share of the solar radius `negative_disk` judges: inside it every EUV band is the bright disk, not the limb.
@@ -93,30 +89,48 @@ def negative_disk(data, header) -> str | None:
             "radius): a sign flip such as BSCALE < 0, not an observation")
 
 # %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 8
+#: Band limit of a corpus frame placed from a finer source, corpus pixels (Gaussian sigma): the synthetic
+#: archive's frames are drawn band-limited as much (`suvi_fill.sim.instrument.Psf.band_limit_pixels`).
+PLACE_BAND_LIMIT = 0.8
+
+
+def _binned(data, header, factor: int) -> tuple:
+    "`data` block-averaged by `factor` and its `header` with CRPIX/CDELT carried over exactly."
+    rows, cols = (data.shape[0] // factor) * factor, (data.shape[1] // factor) * factor
+    data = data[:rows, :cols].reshape(rows // factor, factor, cols // factor, factor).mean(axis=(1, 3))
+    centre_row = (header.crpix2 - 1.0 - (factor - 1) / 2) / factor
+    centre_col = (header.crpix1 - 1.0 - (factor - 1) / 2) / factor
+    return data, dataclasses.replace(header, crpix1=centre_col + 1.0, crpix2=centre_row + 1.0,
+                                     cdelt1=header.cdelt1 * factor, cdelt2=header.cdelt2 * factor)
+
+
 def place(data, header, resolution: int) -> np.ndarray:
-    "Radiance `data` of `header` resampled onto the corpus grid: float32 (resolution, resolution)."
+    """Radiance `data` of `header` resampled onto the corpus grid: float32 (resolution, resolution); from a
+    finer source band-limited to `PLACE_BAND_LIMIT` corpus pixels first (see above)."""
+    from scipy import ndimage
     data = np.asarray(data, dtype=np.float32)
     scale = dataset.plate_scale(resolution)
-    factor = int(math.floor(scale / max(header.cdelt1, header.cdelt2) + 1e-6))
+    ratio = scale / max(header.cdelt1, header.cdelt2)          # corpus pixel over source pixel
+    factor = max(int(math.floor(ratio + 1e-6)), 1)
     if factor >= 2:
-        rows, cols = (data.shape[0] // factor) * factor, (data.shape[1] // factor) * factor
-        data = data[:rows, :cols].reshape(rows // factor, factor, cols // factor, factor).mean(axis=(1, 3))
-        centre_row = (header.crpix2 - 1.0 - (factor - 1) / 2) / factor
-        centre_col = (header.crpix1 - 1.0 - (factor - 1) / 2) / factor
-        header = dataclasses.replace(header, crpix1=centre_col + 1.0, crpix2=centre_row + 1.0,
-                                     cdelt1=header.cdelt1 * factor, cdelt2=header.cdelt2 * factor)
+        data, header = _binned(data, header, factor)
+    if ratio > 1.0 + 1e-6:
+        sigma = PLACE_BAND_LIMIT * math.sqrt(max((ratio / factor) ** 2 - 1.0 / factor ** 2, 0.0))
+        data = ndimage.gaussian_filter(data, sigma, mode="nearest", truncate=3.0)
     c = (resolution - 1) / 2.0
     # Source (row, col) of output (row, col) is affine: sample it at three points.
     r0, c0 = fits.pixel_from_world(header, 0.0, 0.0)
     r_x, c_x = fits.pixel_from_world(header, scale, 0.0)      # one output column west
     r_y, c_y = fits.pixel_from_world(header, 0.0, scale)      # one output row north
-    matrix = np.array([[c_x - c0, c_y - c0, c0 - c * (c_x - c0) - c * (c_y - c0)],
-                       [r_x - r0, r_y - r0, r0 - c * (r_x - r0) - c * (r_y - r0)]], dtype=np.float64)
-    return cv2.warpAffine(np.ascontiguousarray(data, dtype=np.float32), matrix, (resolution, resolution),
-                          flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
-                          borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
+    matrix = np.array([[r_y - r0, r_x - r0], [c_y - c0, c_x - c0]], dtype=np.float64)   # (row, col) order
+    offset = np.array([r0, c0]) - matrix @ np.array([c, c])
+    if data.shape == (resolution, resolution) and np.allclose(matrix, np.eye(2), atol=1e-9) \
+            and np.allclose(offset, 0.0, atol=1e-6):
+        return np.array(data, dtype=np.float32)                 # Sun-centred, north-up, at the corpus scale
+    return ndimage.affine_transform(data, matrix, offset, output_shape=(resolution, resolution), order=3,
+                                    mode="constant", cval=0.0).astype(np.float32, copy=False)
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 12
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 13
 #: Corpus resolution when --resolution is not given: the source's, at most this.
 MAX_DEFAULT_RESOLUTION = 640
 REPORT = "build_report.json"
@@ -160,7 +174,7 @@ def describe_source(source, found) -> str:
     ends = f"{found[0].name} .. {found[-1].name}" if len(found) > 1 else (found[0].name if found else "nothing")
     return shown(f"{len(found)} maps and files: {ends}")
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 14
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 15
 def _skip(report, path, reason: str) -> None:
     "List `path` in `report[\"skipped\"]` with `reason` (its own name left out of it), both `shown`."
     reason = reason[len(path.name) + 2:] if reason.startswith(path.name + ": ") else reason
@@ -183,7 +197,7 @@ def _group_sources(files, report) -> dict:
         groups[(timebase.day_of_slot(name.slot), name.satellite)].append((name.slot, name.band, path))
     return groups
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 16
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 17
 def _write_shard(path, day, satellite, resolution, members, report, bar) -> None:
     """The shard of (`day`, `satellite`) from its source files `members` [(slot, band, path)], at
     `path`; an `OSError` the system raised without a file name (a full disk) is raised naming `path`."""
@@ -203,7 +217,7 @@ def _write_shard(path, day, satellite, resolution, members, report, bar) -> None
             raise named_os_error(exc, path) from None
         raise
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 18
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 19
 def _report_part() -> dict:
     "The per-shard share of a build report: what `_ingest_one` and `_write_shard` count."
     return {"unreadable": [], "skipped": [], "filled": 0,
@@ -230,7 +244,7 @@ def _merge(report: dict, part: dict) -> None:
     for key, count in part["defaulted_keys"].items():
         report["defaulted_keys"][key] = report["defaulted_keys"].get(key, 0) + count
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 21
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 22
 def _jobs(out, groups, days, satellites, resolution) -> list:
     "The shard tasks of a build: `(path, day, satellite, resolution, members)` for every day x satellite, in order."
     return [(out / dataset.shard_name(day, satellite), day, satellite, resolution, groups.get((day, satellite), []))
@@ -251,7 +265,7 @@ def _write_shards(out, groups, days, satellites, resolution, report, progress, s
         _merge(report, part)
     return [job[0].name for job in jobs]
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 24
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 25
 #: How long a failed Dask build waits for its running tasks to stop before removing the staging directory, s.
 DASK_SETTLE_SECONDS = 120.0
 #: The protocols of a scheduler address a client in another process can reach (an inproc address cannot).
@@ -277,7 +291,7 @@ def parse_scheduler(scheduler: str) -> tuple:
                           f"({', '.join(p + '://' for p in SCHEDULER_PROTOCOLS)}); give tcp://host:8786 or local:N")
     return "address", text
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 26
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 27
 @contextlib.contextmanager
 def dask_client(scheduler: str):
     "A `distributed.Client` of `scheduler` (`local:N` starts and, on leaving, stops a local cluster)."
@@ -304,7 +318,7 @@ def dask_client(scheduler: str):
     with client:
         yield client
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 28
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 29
 def _settle(client, futures, timeout: float = DASK_SETTLE_SECONDS) -> None:
     "Cancel `futures` and wait until no worker still runs one of them (at most `timeout` s)."
     keys = {future.key for future in futures}
@@ -339,14 +353,14 @@ def _dask_shards(scheduler: str, jobs: list, bar) -> list:
             raise
     return parts
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 30
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 31
 def named_os_error(exc: OSError, path) -> OSError:
     "`exc`, or when the system named no file (a write on a full disk) an `OSError` of the same errno naming `path`."
     if exc.filename is not None:
         return exc
     return OSError(exc.errno, f"{exc.strerror or exc} while writing {path}; the previous corpus is unchanged")
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 32
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 33
 #: Where a build writes its shards, manifest and report, inside the corpus directory (same file system).
 STAGING = ".build"
 #: `STAGING` renamed once everything is written: from then on the build is whole and only has to be switched in
@@ -382,7 +396,7 @@ def _switch(out: Path, ready: Path) -> None:
             stale.unlink()
     shutil.rmtree(ready)
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 34
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 35
 def _recover(out: Path, log=print) -> None:
     "Finish the switch of a build killed after it was whole; remove one killed while staging."
     if (out / READY / segments.MANIFEST).exists():
@@ -398,7 +412,7 @@ def _recover(out: Path, log=print) -> None:
             shutil.rmtree(partial)
             log(f"{out}: removed {partial.name}, the unfinished build of an interrupted run")
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 36
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 37
 def _verify_written(directory: Path, names) -> None:
     "Re-hash each shard `names` in `directory` as read back from disk; `InvalidData` naming the first that differs."
     for name in names:
@@ -407,7 +421,7 @@ def _verify_written(directory: Path, names) -> None:
             raise InvalidData(f"{directory / name}: read back with content hash {content[:12]}, written as "
                               f"{header[:12]}: the disk lost the write; the previous corpus is unchanged")
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 38
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 39
 def _stage(staging: Path, groups, days, satellites, resolution, report, progress, span_min, split_stretch,
            scheduler=None) -> None:
     "Write the whole build into `staging`: the shards (here or on the Dask `scheduler`), then the report, then the manifest."
@@ -429,7 +443,7 @@ def _stage(staging: Path, groups, days, satellites, resolution, report, progress
         except OSError as exc:
             raise named_os_error(exc, staging / name) from None
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 40
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 41
 def _source_resolution(groups) -> int:
     for members in groups.values():
         for _, _, path in members:
@@ -440,7 +454,7 @@ def _source_resolution(groups) -> int:
             return min(MAX_DEFAULT_RESOLUTION, int(header.shape[1]))
     raise MissingData("no readable SUVI L2 file to take the corpus resolution from; give --resolution")
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 42
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 43
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -452,7 +466,7 @@ def _quarantine(writer, slot, b, path, reason: str, report) -> None:
     report["reasons"]["unreadable"] += 1
     writer.mark(slot, b, dataset.UNREADABLE)
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 44
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 45
 def _read_frame(path, slot: int) -> tuple:
     "`(radiance, header)` of the file `path` for `slot`; `L2FormatError`/`OSError` naming the file and key."
     data, header = fits.read_l2(path)
@@ -461,7 +475,7 @@ def _read_frame(path, slot: int) -> tuple:
                                  f"slot of the file name ({timebase.time_of(slot):%H:%M})")
     return data, header
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 46
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 47
 #: Why a file `suvi-fill fill` wrote is skipped (its header says FILLED = T).
 FILLED_REASON = "FILLED = T: a band suvi-fill fill made, not an observation"
 
@@ -503,7 +517,7 @@ def _ingest_one(writer, slot, band, path, resolution, report) -> None:
         writer.mark(slot, b, code)
     report["reasons"][dataset.QUALITY_NAMES[code]] += 1
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 49
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 50
 def build(source, out, resolution=None, progress: bool = True, span_min: int = segments.SPAN_MIN,
           split_stretch: int = 0, log=print, scheduler: str | None = None) -> dict:
     """Ingest every SUVI L2 file under `source` into shards and a manifest in `out`; returns the build report.
@@ -553,7 +567,7 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
         atomic_write_json(out / REPORT, report)
     return report
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 52
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 53
 def build_command(parser):
     "`suvi-fill build --source DIR --out SHARDS [--resolution PX]`."
     parser.add_argument("--source", required=True, type=Path, help="directory of SUVI L2 FITS files (searched recursively)")

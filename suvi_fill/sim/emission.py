@@ -32,8 +32,10 @@ QUIET_DEM = (6.15, 0.12)
 #: length through a corona of finite thickness `e` (radii); He II 304 is optically thick: nearly flat.
 LIMB_THICKNESS = {94: 0.35, 131: 0.35, 171: 0.45, 195: 0.30, 284: 0.30, 304: 3.0}
 #: Off-limb radiance at the limb relative to the quiet disk centre, before the position-angle pattern
-#: (whose median is ~0.5): set so the 171 radial profile above the limb matches the real AIA 171 disk.
-OFFLIMB_LEVEL = {94: 4.4, 131: 4.4, 171: 4.8, 195: 5.6, 284: 6.0, 304: 0.6}
+#: (whose median is ~0.5): set so the 171 radial profile above the limb matches the real AIA 171 disk
+#: at the demo's 64 px, frame and reference band-limited alike (`realism.at_scale`): 1.02-1.06 R at 1.03
+#: of the real figure, 1.10-1.15 R at 1.06, 1.25-1.30 R at 0.94 (4.8 with the aliasing renderer: 1.13, 1.24, 1.15).
+OFFLIMB_LEVEL = {94: 4.4, 131: 4.4, 171: 4.0, 195: 5.6, 284: 6.0, 304: 0.6}
 #: Scale height of the near corona (radii): hydrostatic, so the hotter the line the larger.
 OFFLIMB_SCALE = {94: 0.04, 131: 0.035, 171: 0.03, 195: 0.035, 284: 0.04, 304: 0.01}
 #: The far corona of streamers and plumes: its scale height (radii) and share of the limb level.

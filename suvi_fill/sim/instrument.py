@@ -28,22 +28,25 @@ FIELD_OF_VIEW_ARCSEC = NATIVE_PIXELS * NATIVE_CDELT
 
 @dataclasses.dataclass(frozen=True)
 class Psf:
-    "The SUVI point-spread function: a Gaussian, skipped where it is lost inside the output pixel."
+    """The SUVI point-spread function, a Gaussian, and the band limit of a binned frame: a frame is blurred by
+    the native PSF shrunk by the binning, or by `band_limit_pixels` where that is wider."""
     native_pixels: float = 1.2          # sigma in native pixels (the pixel box is in the scene's drawing)
-    # A PSF narrower than this (output pixels: at 64 px the native PSF is 0.06 px) changes a pixel by
-    # under 1 %: it is skipped.
-    min_pixels: float = 0.25
+    # Band limit, output pixels: a frame binned from native is blurred at least this much, as an
+    # anti-aliased downsampling of a native frame is (0.8 px leaves 4 % of the signal at Nyquist).
+    # With the scene drawn at the pixel's scale (`texture_level`, `lane_map`, `BLOB_MIN_PIXELS`), a
+    # 0.01-px move of the pointing then changes a 64-px frame as a 0.01-px spline shift does, to 75-81 dB
+    # per band; 48-65 dB before (measured below).  Drawing 2x finer, blurring and binning did worse (72-74 dB).
+    band_limit_pixels: float = 0.8
 
     def sigma(self, geometry: Geometry) -> float:
-        "The PSF sigma in the output pixels of an image of `geometry`: the native PSF shrunk by the binning."
-        return self.native_pixels / (geometry.cdelt1 / NATIVE_CDELT)
+        "The blur's sigma in output pixels of `geometry`: the native PSF shrunk by the binning, at least the band limit."
+        return max(self.native_pixels / (geometry.cdelt1 / NATIVE_CDELT), self.band_limit_pixels)
 
     def blur(self, image: np.ndarray, geometry: Geometry) -> np.ndarray:
-        "`image` (bands, rows, cols) blurred by the PSF, in place (also returned); unchanged below `min_pixels`."
+        "`image` (bands, rows, cols) blurred by the PSF (`sigma`), in place (also returned)."
         sigma = self.sigma(geometry)
-        if sigma >= self.min_pixels:
-            for i in range(len(image)):
-                image[i] = gaussian_filter(image[i], sigma, mode="nearest", truncate=3.0)
+        for i in range(len(image)):
+            image[i] = gaussian_filter(image[i], sigma, mode="nearest", truncate=3.0)
         return image
 
 # %% ../../nbs/suvi_fill/sim/34_instrument.ipynb 8
@@ -60,12 +63,13 @@ class Detector:
 
 @dataclasses.dataclass(frozen=True)
 class PointingModel:
-    "How the disk centre wanders (arcsec) and the roll varies (deg): per-satellite bias, diurnal term, jitter."
-    bias_arcsec: float = 8.0
-    diurnal_arcsec: float = 4.0
-    jitter_arcsec: float = 0.5
-    roll_bias_deg: float = 0.15
-    roll_diurnal_deg: float = 0.03
+    """The pointing error an L2 frame keeps after the ground processing centred it and turned it north-up
+    (arcsec, deg): a per-satellite bias, a diurnal term, jitter and roll; none of it is in the header."""
+    bias_arcsec: float = 0.0             # centred by the L2 processing: no bias left
+    diurnal_arcsec: float = 0.0          # nor the spacecraft's thermal swing
+    jitter_arcsec: float = 0.5           # the centring's frame-to-frame error (see above)
+    roll_bias_deg: float = 0.0           # north-up
+    roll_diurnal_deg: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +104,8 @@ class Instrument:
                                       roll=float(rng.normal(0, pointing_model.roll_bias_deg)))
 
     def geometry(self, slot: int, satellite: int, resolution: int) -> Geometry:
-        "Pointing of GOES-`satellite` at `slot` for an image of `resolution` pixels."
+        """Where the Sun is in GOES-`satellite`'s frame of `slot`, `resolution` pixels wide: the image centre and
+        north up, moved by what the L2 centring left (`PointingModel`); the scene is drawn with it."""
         p, model = self.pointing[satellite], self.pointing_model
         phase = 2 * math.pi * (slot % SLOTS_PER_DAY) / SLOTS_PER_DAY + p["diurnal_phase"]
         jitter = np.random.default_rng([self.seed, int(slot), satellite, 7]).normal(0, model.jitter_arcsec, 2)
@@ -110,9 +115,16 @@ class Instrument:
         return Geometry(crpix1=(resolution + 1) / 2 + dx / cdelt, crpix2=(resolution + 1) / 2 + dy / cdelt,
                         cdelt1=cdelt, cdelt2=cdelt, crota=p["roll"] + model.roll_diurnal_deg * math.sin(phase))
 
+    @staticmethod
+    def l2_geometry(resolution: int) -> Geometry:
+        "What an L2 header of a frame `resolution` pixels wide says: Sun-centred, north-up (`CRPIX` the centre, `CROTA` 0)."
+        cdelt = FIELD_OF_VIEW_ARCSEC / resolution
+        return Geometry(crpix1=(resolution + 1) / 2, crpix2=(resolution + 1) / 2, cdelt1=cdelt, cdelt2=cdelt)
+
     def radiance(self, sun: SunModel, when, geometry: Geometry, shape, components=COMPONENTS) -> np.ndarray:
         """True radiance (6, rows, cols), W m-2 sr-1, of `sun` at `when` as the optics image it in an image of
-        `geometry`: the scene blurred by the PSF; no noise, no calibration (`components`: see `SunModel.render`)."""
+        `geometry`: the scene blurred by the PSF and the band limit (`Psf`); no noise, no calibration
+        (`components`: see `SunModel.render`)."""
         return self.psf.blur(sun.render(when, geometry, shape, components), geometry)
 
     def observe(self, truth: np.ndarray, slot: int, satellite: int, geometry: Geometry,

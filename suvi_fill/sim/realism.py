@@ -104,13 +104,18 @@ def read_image(path) -> SolarImage:
 
 # %% ../../nbs/suvi_fill/sim/39_realism.ipynb 8
 def at_scale(image: SolarImage, arcsec: float) -> SolarImage:
-    "`image` resampled to `arcsec` per pixel (only ever coarser: finer returns it unchanged)."
+    """`image` resampled to `arcsec` per pixel as the synthetic archive's frames are made: averaged over each
+    pixel and blurred by the instrument's band limit (`Psf.band_limit_pixels`), so that a real reference and a
+    synthetic frame are held against each other at one resolution.  Only ever coarser: finer returns it unchanged."""
     import cv2
+    from scipy.ndimage import gaussian_filter
+    from suvi_fill.sim.instrument import Psf
     factor = image.arcsec / arcsec
     if factor >= 1:
         return image
     size = (max(int(round(image.data.shape[1] * factor)), 1), max(int(round(image.data.shape[0] * factor)), 1))
     data = cv2.resize(image.data.astype(np.float32), size, interpolation=cv2.INTER_AREA).astype(np.float64)
+    data = gaussian_filter(data, Psf().band_limit_pixels, mode="nearest", truncate=3.0)
     centre = tuple((c + 0.5) * factor - 0.5 for c in image.centre)
     return SolarImage(data, centre, image.radius * factor, arcsec)
 

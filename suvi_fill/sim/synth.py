@@ -83,8 +83,9 @@ def _band_data(code, observed, i, resolution) -> np.ndarray:
 
 # %% ../../nbs/suvi_fill/sim/35_synth.ipynb 11
 def _write_frame(staging, sun, instrument, slot, sat, codes, degraded, resolution, made_dirs) -> None:
-    "Write the band files one satellite's frame of `slot` has (`codes`: one outage code per band)."
-    geometry = instrument.geometry(slot, sat, resolution)
+    """Write the band files one satellite's frame of `slot` has (`codes`: one outage code per band): drawn with
+    the satellite's residual pointing, the header Sun-centred and north-up as real L2 (`Instrument.l2_geometry`)."""
+    geometry, header = instrument.geometry(slot, sat, resolution), instrument.l2_geometry(resolution)
     observed = None
     if any(c == OK for c in codes):
         truth = instrument.radiance(sun, (slot + 0.5) * SLOT_SECONDS, geometry, (resolution, resolution))
@@ -97,8 +98,8 @@ def _write_frame(staging, sun, instrument, slot, sat, codes, degraded, resolutio
             continue
         data = _band_data(code, observed, i, resolution)
         values = l2_header_values(
-            band, sat, when, data.shape, crpix1=geometry.crpix1, crpix2=geometry.crpix2,
-            cdelt=geometry.cdelt1, crota=geometry.crota, empty=code == EMPTY_FILE,
+            band, sat, when, data.shape, crpix1=header.crpix1, crpix2=header.crpix2,
+            cdelt=header.cdelt1, crota=header.crota, empty=code == EMPTY_FILE,
             degraded=bool(degraded), dsun_obs=sun_distance_m(when), SAT_THR=SATURATION, ECLIPSE=0)
         path = archive_path(staging, band, sat, slot)
         if path.parent not in made_dirs:
