@@ -26,9 +26,9 @@ SPLIT_RATIOS = {"train": 0.8, "val": 0.1, "test": 0.1}
 
 # %% auto 0
 __all__ = ['SPAN_MIN', 'SPLIT_RATIOS', 'CALIBRATION_FRAMES', 'CALIBRATION_BLOCK', 'CALIBRATION_BLUR', 'CALIBRATION_EXTENT',
-           'CALIBRATION_DISK', 'CALIBRATION_LIMB', 'CALIBRATION_ITERATIONS', 'clean_runs', 'find_segments',
-           'time_blocks', 'time_windows', 'assign_splits', 'orthogonal_fit', 'median_fit', 'calibrate', 'transfer',
-           'open_shards', 'corpus_shards', 'make_manifest', 'write_manifest', 'load_manifest']
+           'CALIBRATION_DISK', 'CALIBRATION_LIMB', 'CALIBRATION_ITERATIONS', 'CALIBRATION_TOLERANCE', 'clean_runs',
+           'find_segments', 'time_blocks', 'time_windows', 'assign_splits', 'orthogonal_fit', 'median_fit', 'calibrate',
+           'transfer', 'open_shards', 'corpus_shards', 'make_manifest', 'write_manifest', 'load_manifest']
 
 # %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 4
 def clean_runs(slots, clean) -> list:
@@ -136,8 +136,13 @@ CALIBRATION_DISK = 0.95
 #: steepest edge of a frame, so any sub-pixel difference in how the two satellites' frames were placed
 #: dominates the residual there (on a 32-px test archive it moved the 94 A offset by four times its size).
 CALIBRATION_LIMB = 0.05
-#: Alternations of the gain and offset medians.
-CALIBRATION_ITERATIONS = 5
+#: Most alternations of the gain and offset medians.  The alternation converges slowly where the offset's
+#: median lies among bright blocks (each round removes only part of a gain error there): on a 16-px test
+#: frame 5 rounds left the offset 25 % off, 20 rounds 0.3 %, 100 rounds 0.001 %.  It stops earlier once
+#: the gain moves by less than `CALIBRATION_TOLERANCE`.
+CALIBRATION_ITERATIONS = 200
+#: Relative change of the gain below which the alternation has converged.
+CALIBRATION_TOLERANCE = 1e-9
 
 
 def _block_means(image, block):
@@ -164,8 +169,10 @@ def median_fit(x, y, disk) -> tuple:
         return 1.0, 0.0
     gain, offset = 1.0, 0.0
     for _ in range(CALIBRATION_ITERATIONS):
-        gain = float(np.median((y[usable] - offset) / x[usable]))
+        previous, gain = gain, float(np.median((y[usable] - offset) / x[usable]))
         offset = float(np.median(y - gain * x))
+        if abs(gain - previous) <= CALIBRATION_TOLERANCE * abs(gain):
+            break
     return gain, offset
 
 # %% ../../nbs/suvi_fill/corpus/42_segments.ipynb 21
