@@ -42,7 +42,7 @@ setuptools.setup(
     python_requires=f">={cfg['min_python']}",
     packages=setuptools.find_packages(include=["suvi_fill", "suvi_fill.*", "szrank", "szrank.*"]),
     include_package_data=True,
-    package_data={"szrank": ["data/*", "records/*"], "suvi_fill": ["resources/*"]},
+    package_data={"szrank": ["data/*", "records/*"], "suvi_fill": ["resources/*", "resources/pretrained/*"]},
     install_requires=requirements,
     extras_require={
         "suvi_fill": suvi_fill_requirements,               # szrank needs only `requirements`

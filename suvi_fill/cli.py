@@ -124,6 +124,8 @@ COMMANDS = (
     Command("render", "render display-mapped frames with lost bands filled", "suvi_fill.evaluate.render:render_command"),
     Command("fill", "write the lost bands of an archive as filled SUVI L2 FITS files", "suvi_fill.evaluate.fill_archive:fill_command"),
     Command("demo", "run the end-to-end demo on the embedded default data", "suvi_fill.demo:demo_command"),
+    Command("pretrain", "train, bench and install the learned filler the package ships",
+            "suvi_fill.pretrain:pretrain_command"),
 )
 
 

@@ -109,9 +109,7 @@ def test_unfillable_bands_are_listed_and_counted_and_the_source_is_untouched(fil
 
 def test_refusals_are_one_line(tmp_path, filled):
     work, archive, _, _, _ = filled
-    cases = [(["--filler", "learned"], "--filler learned needs --checkpoint"),
-             ([], "give --checkpoint"),
-             (["--filler", "linear", "--out", str(archive / "filled")], "inside --source"),
+    cases = [(["--filler", "linear", "--out", str(archive / "filled")], "inside --source"),
              (["--checkpoint", str(tmp_path / "none.pt")], "no such file")]
     for extra, message in cases:
         command = [tool("suvi-fill"), "fill", "--source", str(archive), "--out", str(tmp_path / "out"), "--quiet"]
@@ -142,6 +140,21 @@ def test_the_learned_filler_records_its_checkpoint_digest(filled, tmp_path):
     _, cards = fits.read_l2_raw(tmp_path / "out" / fits.l2_name(*LOST_171))
     assert cards["FILLER"] == "learned" and cards["FILLCKPT"] == hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     assert "filled 1 bands of 1 frames" in result.stdout          # the 171; no frame holds a 94
+
+
+def test_without_flags_the_shipped_filler_fills(filled, tmp_path):
+    "No --filler and no --checkpoint: the learned filler the package ships, recorded by its digest."
+    from suvi_fill.model.shipped import shipped_checkpoint
+    work, archive, _, _, _ = filled
+    shipped = shipped_checkpoint()
+    assert shipped is not None, "the package ships no filler: make one with suvi-fill pretrain"
+    start = timebase.time_of(LOST_171[2]).isoformat()
+    end = timebase.time_of(LOST_171[2] + 1).isoformat()
+    result = run([tool("suvi-fill"), "fill", "--source", str(archive), "--out", str(tmp_path / "out"),
+                  "--satellite", "16", "--start", start, "--end", end, "--quiet", "--device", "cpu"])
+    assert result.returncode == 0, result.stderr
+    _, cards = fits.read_l2_raw(tmp_path / "out" / fits.l2_name(*LOST_171))
+    assert cards["FILLER"] == "learned" and cards["FILLCKPT"] == hashlib.sha256(shipped.read_bytes()).hexdigest()[:16]
 
 
 def test_sunpy_opens_a_filled_file_as_a_suvi_map_with_the_frames_coordinates(filled):

@@ -321,16 +321,18 @@ def _discard(out: Path) -> None:
 
 # %% ../../nbs/suvi_fill/evaluate/73_fill_archive.ipynb 35
 def _filler_name(args) -> str:
-    "The filler to use: --filler, else learned when --checkpoint is given; `OptionError` for a bad pair."
+    """The filler to use: --filler, else learned (from --checkpoint, else the shipped filler, which then becomes
+    `args.checkpoint`); `OptionError` for a bad pair."""
     from suvi_fill.evaluate.fillers import FILLERS
-    name = args.filler or ("learned" if args.checkpoint is not None else None)
-    if name is None:
-        raise OptionError("give --checkpoint (the learned filler) or --filler "
-                          f"({', '.join(FILLERS)})")
+    from suvi_fill.model.shipped import shipped_checkpoint
+    name = args.filler or "learned"
     if name not in FILLERS:
         raise OptionError(f"--filler {name}: choose one of {', '.join(FILLERS)}")
     if name == "learned" and args.checkpoint is None:
-        raise OptionError("--filler learned needs --checkpoint (a trainer's best.pt)")
+        args.checkpoint = shipped_checkpoint()
+        if args.checkpoint is None:
+            raise OptionError("--filler learned needs --checkpoint (a trainer's best.pt): this installation "
+                              f"ships no filler; or choose another --filler ({', '.join(FILLERS)})")
     if name == "crossband" and args.checkpoint is None and args.shards is None:
         raise OptionError("--filler crossband needs its coefficients: --shards DIR (a corpus; fit on its train "
                           "split once, kept as DIR/crossband.json) or --checkpoint crossband.json")
@@ -468,9 +470,9 @@ def fill_command(parser):
     parser.add_argument("--source", required=True, type=Path, help="the SUVI L2 archive (directory, searched recursively)")
     parser.add_argument("--out", required=True, type=Path, help="directory for the filled L2 files and fill_report.json")
     parser.add_argument("--checkpoint", type=Path, default=None,
-                        help="the learned filler's checkpoint (best.pt; default: none, then --filler is needed)")
+                        help="the learned filler's checkpoint (best.pt; default: the filler the package ships)")
     parser.add_argument("--filler", default=None, choices=tuple(FILLERS),
-                        help="filler for the lost bands (default: learned, with --checkpoint)")
+                        help="filler for the lost bands (default: learned)")
     parser.add_argument("--shards", type=Path, default=None,
                         help="a corpus already built from --source (default: build one inside --out, removed after)")
     parser.add_argument("--resolution", type=int, default=None,

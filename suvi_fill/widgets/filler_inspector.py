@@ -146,8 +146,11 @@ def filler_inspector(shards_dir, checkpoint=None, gaps=None, device="cpu"):
     from suvi_fill.corpus import segments
     from suvi_fill.evaluate.bench import GAPS, BenchSet, FILLER_ORDER, bench_filler
     from suvi_fill.widgets.panel import PlotPanel
+    from suvi_fill.model.shipped import shipped_for
     shards_dir = Path(shards_dir)
     manifest = segments.load_manifest(shards_dir / segments.MANIFEST)
+    if checkpoint is None:                        # the package's own learned filler, where it fits the corpus
+        checkpoint = shipped_for(int(manifest["resolution"]))
     trace = availability.Availability.load(shards_dir / availability.AVAILABILITY)
     names = [n for n in FILLER_ORDER if n != "learned" or checkpoint is not None]
     fillers = {n: bench_filler(n, checkpoint=checkpoint, device=device, shards=shards_dir) for n in names}
