@@ -3,7 +3,6 @@ and its training record and bench belong to it."""
 import hashlib
 
 from suvi_fill.model import shipped
-from suvi_fill.physics.timebase import WAVELENGTHS
 
 
 def test_the_shipped_filler_loads_under_the_current_net():
@@ -22,4 +21,3 @@ def test_its_record_and_bench_belong_to_it():
     assert training["net"] == shipped.check_shipped()["net"]
     assert training["corpus"]["resolution"] == 64 and training["command"].startswith("suvi-fill pretrain")
     assert bench["gaps"] and "learned" in bench["fillers"] and bench["checkpoint_sha256"]
-    assert len(WAVELENGTHS) == 6
