@@ -40,9 +40,8 @@ LIMB_THICKNESS = {94: 0.35, 131: 0.35, 171: 0.45, 195: 0.30, 284: 0.30, 304: 3.0
 OFFLIMB_LEVEL = {94: 4.4, 131: 4.4, 171: 4.0, 195: 6.3, 284: 6.8, 304: 0.6}
 #: Scale height of the near corona (radii): hydrostatic, so the hotter the line the larger.
 OFFLIMB_SCALE = {94: 0.04, 131: 0.035, 171: 0.03, 195: 0.06, 284: 0.07, 304: 0.01}
-#: The far corona of streamers and plumes: its scale height (radii) and share of the limb level.  0.15: with
-#: 0.12 the 171 median at 1.25-1.30 R was 0.60-0.64 of the real one at 640 px (three dates).
-FAR_SCALE, FAR_SHARE = 0.15, 0.2
+#: The far corona of streamers and plumes: its scale height (radii) and share of the limb level.
+FAR_SCALE, FAR_SHARE = 0.12, 0.2
 #: Position-angle pattern of the off-limb corona: the polar floor (coronal holes) of the equatorial level.
 POLAR_FLOOR = 0.35
 #: Contrast (log-normal sigma) of the network lanes (supergranule boundaries): strongest in 304.
