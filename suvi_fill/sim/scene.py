@@ -974,7 +974,7 @@ class SunModel:
         self.t0 = unix_seconds(as_day(start))
         self.days = float(days)
         rng = np.random.default_rng([self.seed, 0x50, 1])
-        self.textures = Textures(self.seed, _hole_map(rng))
+        self.textures = Textures(self.seed, _hole_map(rng, self.seed))
         self.regions = _active_regions(rng, self.days, activity)
         self.flares = _flares(rng, self.days, self.regions, activity)
         fine = np.random.default_rng([self.seed, 0x50, 2])      # its own stream: regions and flares stay as drawn
