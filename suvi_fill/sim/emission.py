@@ -48,11 +48,14 @@ POLAR_FLOOR = 0.35
 NETWORK_CONTRAST = {94: 0.10, 131: 0.20, 171: 0.10, 195: 0.10, 284: 0.08, 304: 0.45}
 #: Contrast of the fine coronal structure (power-law spectrum): loops and moss of the quiet Sun.  A tenth
 #: above what 60-deg outer scales needed: the on-disk spread lost the disk-wide part (realism).
-#: Drawn on the sphere (octaves of gradient noise, outer scale 16 deg) the field holds less of its variance at
-#: the disk-wide scales than the grid's 30-deg field did: 1.8x, so the 640-px spread is the real one.
+#: Drawn on the sphere (octaves of gradient noise, outer scale 16 deg, slope 1.8) the field holds less of its
+#: variance at the disk-wide scales than the grid's 30-deg field did, and the pixel and PSF average its finest
+#: octaves: 1.8x the earlier contrasts (with the deeper holes) puts the 640-px on-disk spread near the real one;
+#: more mottles the quiet disk beyond what AIA shows (its spread is largely active regions and holes).
 FINE_CONTRAST = {94: 0.59, 131: 0.50, 171: 0.79, 195: 0.90, 284: 0.68, 304: 0.29}
-#: Coronal-hole depth: fraction of the disk radiance removed inside a hole.
-HOLE_DEPTH = {94: 0.6, 131: 0.5, 171: 0.5, 195: 0.85, 284: 0.9, 304: 0.15}
+#: Coronal-hole depth: fraction of the disk radiance removed inside a hole: a hole is ~3x darker than the quiet
+#: Sun in 171 and ~10x in 195 and 284, whose Fe XII/XV lines need the closed corona's 1.5-2 MK.
+HOLE_DEPTH = {94: 0.7, 131: 0.6, 171: 0.7, 195: 0.92, 284: 0.95, 304: 0.2}
 
 # %% ../../nbs/suvi_fill/sim/31_emission.ipynb 6
 _LOGT = np.linspace(4.5, 7.6, 311)
