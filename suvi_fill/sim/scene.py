@@ -827,7 +827,8 @@ def draw_corona(image, frame: Frame, shapes: dict) -> None:
     x, y, rho, radius_px, day = frame.x, frame.y, frame.rho, frame.radius_px, frame.day
     off = rho > 1.0 - 1.0 / radius_px
     # The pattern depends on position angle alone: evaluated on a fine ring, then read per pixel.
-    near, far = corona_pattern(shapes, _PATTERN_PA, day) * ray_pattern(shapes["ray_seed"], day, radius_px)
+    rays = ray_pattern(shapes["ray_seed"], day, radius_px)
+    near, far = (values * rays for values in corona_pattern(shapes, _PATTERN_PA, day))
     pa = np.degrees(np.arctan2(x[off], y[off]))
     near, far = (np.interp(pa, _PATTERN_PA, values, period=360.0) for values in (near, far))
     profiles = pixel_means(_profile_table()[len(WAVELENGTHS):], rho[off], radius_px)
