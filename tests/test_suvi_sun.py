@@ -486,3 +486,38 @@ def test_loops_follow_dipole_field_lines_and_reach_above_the_limb():
     rows, cols = np.mgrid[0:256, 0:256]
     rho = np.hypot(cols + 1 - 128.5, rows + 1 - 128.5) / radius
     assert image[timebase.BAND_INDEX[171]][rho > 1.01].sum() > 0.1 * image[timebase.BAND_INDEX[171]].sum()
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_no_global_daily_swing(seed):
+    """The 171 median inside 0.5 R over one synthetic day (64 px, every two hours): each frame within 20 % of
+    the day's mean.  The real quiet Sun does not brighten and dim as a whole within a day; an earlier Sun
+    swung between 0.48 and 0.74 (its largest texture scales turned with its fastest keyframes)."""
+    model, instrument = SunModel(seed, START, 1.0), Instrument(seed)
+    first = timebase.first_slot_of_day(START)
+    medians = []
+    for slot in range(first, first + timebase.SLOTS_PER_DAY + 1, timebase.SLOTS_PER_DAY // 12):
+        geometry = instrument.geometry(slot, 16, 64)
+        when = (slot + 0.5) * timebase.SLOT_SECONDS
+        truth = instrument.radiance(model, when, geometry, (64, 64))[timebase.BAND_INDEX[171]]
+        radius = ephemeris.solar_radius_arcsec(when) / geometry.cdelt1
+        rows, cols = np.mgrid[0:64, 0:64]
+        medians.append(np.median(truth[np.hypot(cols + 1 - geometry.crpix1, rows + 1 - geometry.crpix2) < 0.5 * radius]))
+    medians = np.array(medians)
+    assert len(medians) == 13 and np.abs(medians / medians.mean() - 1).max() <= 0.2, medians / medians.mean()
+
+
+def test_realism_at_640_px(tmp_path):
+    """One 640-px slot, as the realism notebook shows it (its 640-px cells are skipped in CI): every figure
+    measurable at the references' scale, and the corona the surface work set within 25 % of the real one."""
+    from suvi_fill.sim import realism
+    out = tmp_path / "archive"
+    result = run([tool("suvi-fill"), "synth", "--out", str(out), "--hours", "0.07", "--resolution", "640",
+                  "--satellites", "16", "--outage-scale", "0", "--quiet"])
+    assert result.returncode == 0, result.stderr
+    rows = {r["figure"]: r for r in realism.compare(realism.archive_frames(out, 171, 1), realism.archive_frames(out, 195, 1))}
+    assert len(rows) == 9 and all(r["ok"] is not None and r["frames"] == 1 for r in rows.values())
+    # Not 1.25-1.30 R: that one is set by which streamers stand at the limb (0.65 of the real figure on
+    # 2024-03-18, 1.07 over the demo's eight days).
+    for name in ("171: median 1.10-1.15 R / inside 0.5 R", "195: median 0.95-0.99 R / inside 0.5 R"):
+        assert rows[name]["ok"], rows[name]

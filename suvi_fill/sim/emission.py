@@ -35,9 +35,11 @@ LIMB_THICKNESS = {94: 0.35, 131: 0.35, 171: 0.45, 195: 0.30, 284: 0.30, 304: 3.0
 #: (whose median is ~0.5): set so the 171 radial profile above the limb matches the real AIA 171 disk
 #: at the demo's 64 px, frame and reference band-limited alike (`realism.at_scale`): 1.02-1.06 R at 1.03
 #: of the real figure, 1.10-1.15 R at 1.06, 1.25-1.30 R at 0.94 (4.8 with the aliasing renderer: 1.13, 1.24, 1.15).
-OFFLIMB_LEVEL = {94: 4.4, 131: 4.4, 171: 4.0, 195: 5.6, 284: 6.0, 304: 0.6}
+#: 195 and 284: hotter, with a larger scale height, set so that the 195 corona is 1.4x its 0.95-0.99 R ring at
+#: 1.02-1.06 R and 0.37x at 1.10-1.15 R, as on the real Sun (it was 0.78x and 0.14x, measured at 640 px).
+OFFLIMB_LEVEL = {94: 4.4, 131: 4.4, 171: 4.0, 195: 6.3, 284: 6.8, 304: 0.6}
 #: Scale height of the near corona (radii): hydrostatic, so the hotter the line the larger.
-OFFLIMB_SCALE = {94: 0.04, 131: 0.035, 171: 0.03, 195: 0.035, 284: 0.04, 304: 0.01}
+OFFLIMB_SCALE = {94: 0.04, 131: 0.035, 171: 0.03, 195: 0.06, 284: 0.07, 304: 0.01}
 #: The far corona of streamers and plumes: its scale height (radii) and share of the limb level.
 FAR_SCALE, FAR_SHARE = 0.12, 0.2
 #: Position-angle pattern of the off-limb corona: the polar floor (coronal holes) of the equatorial level.
@@ -46,9 +48,14 @@ POLAR_FLOOR = 0.35
 NETWORK_CONTRAST = {94: 0.10, 131: 0.20, 171: 0.10, 195: 0.10, 284: 0.08, 304: 0.45}
 #: Contrast of the fine coronal structure (power-law spectrum): loops and moss of the quiet Sun.  A tenth
 #: above what 60-deg outer scales needed: the on-disk spread lost the disk-wide part (realism).
-FINE_CONTRAST = {94: 0.33, 131: 0.28, 171: 0.44, 195: 0.50, 284: 0.38, 304: 0.16}
-#: Coronal-hole depth: fraction of the disk radiance removed inside a hole.
-HOLE_DEPTH = {94: 0.6, 131: 0.5, 171: 0.5, 195: 0.85, 284: 0.9, 304: 0.15}
+#: Drawn on the sphere (octaves of gradient noise, outer scale 16 deg, slope 1.8) the field holds less of its
+#: variance at the disk-wide scales than the grid's 30-deg field did, and the pixel and PSF average its finest
+#: octaves: 1.8x the earlier contrasts (with the deeper holes) puts the 640-px on-disk spread near the real one;
+#: more mottles the quiet disk beyond what AIA shows (its spread is largely active regions and holes).
+FINE_CONTRAST = {94: 0.59, 131: 0.50, 171: 0.79, 195: 0.90, 284: 0.68, 304: 0.29}
+#: Coronal-hole depth: fraction of the disk radiance removed inside a hole: a hole is ~3x darker than the quiet
+#: Sun in 171 and ~10x in 195 and 284, whose Fe XII/XV lines need the closed corona's 1.5-2 MK.
+HOLE_DEPTH = {94: 0.7, 131: 0.6, 171: 0.7, 195: 0.92, 284: 0.95, 304: 0.2}
 
 # %% ../../nbs/suvi_fill/sim/31_emission.ipynb 6
 _LOGT = np.linspace(4.5, 7.6, 311)

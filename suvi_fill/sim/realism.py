@@ -14,10 +14,10 @@ from suvi_fill.plumbing.errors import DataError
 
 # %% auto 0
 __all__ = ['AIA_171', 'EIT_195', 'ANNULI', 'CORE', 'SPREAD_RADIUS', 'TOLERANCE', 'PEDESTAL_PERCENTILE', 'EIT_FULL_FOV_PIXELS',
-           'SLOPE', 'MIN_TEXTURE_BOX', 'EIT_FIGURES', 'references', 'log_ready', 'SolarImage', 'radius_pixels',
-           'without_pedestal', 'rebinned_full_fov', 'read_image', 'at_scale', 'rho', 'radial_figures', 'spectral_slope',
-           'inner_box', 'disk_figures', 'held_against', 'compare', 'figure_row', 'archive_frames', 'table', 'goal_met',
-           'realism_command']
+           'SLOPE', 'MIN_TEXTURE_BOX', 'EIT_FIGURES', 'SPREAD_PERCENTILES', 'references', 'log_ready', 'SolarImage',
+           'radius_pixels', 'without_pedestal', 'rebinned_full_fov', 'read_image', 'at_scale', 'rho', 'radial_figures',
+           'spectral_slope', 'inner_box', 'disk_figures', 'held_against', 'compare', 'figure_row', 'archive_frames',
+           'table', 'goal_met', 'realism_command']
 
 # %% ../../nbs/suvi_fill/sim/39_realism.ipynb 3
 def references() -> Path:
@@ -170,7 +170,7 @@ def disk_figures(image: SolarImage) -> dict[str, float | None]:
 
 # %% ../../nbs/suvi_fill/sim/39_realism.ipynb 19
 def held_against(frames: list[SolarImage], reference: SolarImage, band: int, names=None) -> list[dict]:
-    "Rows for `frames` of `band` against `reference`: each figure (of `names`, default all) at the coarser scale."
+    "Rows for `frames` of `band` against `reference`: each figure (of `names`, default all) at the coarser scale, with its spread over the frames."
     real, synthetic = {}, {}
     for frame in frames:
         scale = max(frame.arcsec, reference.arcsec)
@@ -179,12 +179,13 @@ def held_against(frames: list[SolarImage], reference: SolarImage, band: int, nam
         for name, value in disk_figures(at_scale(frame, scale)).items():
             synthetic.setdefault(name, []).append(value)
     real = {name: value for figures in real.values() for name, value in figures.items()}
-    return [figure_row(f"{band}: {name}", real[name], None if None in values else float(np.mean(values)))
+    return [figure_row(f"{band}: {name}", real[name], None if None in values else values)
             for name, values in synthetic.items() if names is None or name in names]
 
 
 def compare(disk: list[SolarImage], second: list[SolarImage], folder: Path | None = None) -> list[dict]:
-    """One row per figure: the real value, the synthetic mean, their ratio and whether it is within `TOLERANCE`.
+    """One row per figure: the real value, the synthetic mean and spread over the frames, their ratio and whether
+    the mean is within `TOLERANCE`.
 
     `disk`: 171 Å frames, held against the AIA 171 full disk; `second`: 195 Å frames,
     held against the EIT 195 full disk on the figures it can give (`EIT_FIGURES`)."""
@@ -193,13 +194,23 @@ def compare(disk: list[SolarImage], second: list[SolarImage], folder: Path | Non
     return held_against(disk, aia, 171) + held_against(second, eit, 195, EIT_FIGURES)
 
 
-def figure_row(name: str, real: float | None, synthetic: float | None) -> dict:
-    """A comparison row: `ratio` synthetic/real, `ok` when within `TOLERANCE` of the real value;
-    `ok` is None when the figure cannot be measured at this plate scale."""
-    if real is None or synthetic is None:
-        return dict(figure=name, real=real, synthetic=synthetic, ratio=None, ok=None)
+#: The spread of a figure over the frames: its 16th, 50th and 84th percentiles (a normal's median +- 1 sigma).
+SPREAD_PERCENTILES = (16, 50, 84)
+
+
+def figure_row(name: str, real: float | None, values) -> dict:
+    """A comparison row from the per-frame synthetic `values` (a number is one frame): `synthetic` their mean,
+    `p16`/`median`/`p84` their spread (`SPREAD_PERCENTILES`), `ratio` mean/real, `ok` when the mean is within
+    `TOLERANCE` of the real value; `ok` is None when the figure cannot be measured at this plate scale."""
+    if real is None or values is None:
+        return dict(figure=name, real=real, synthetic=None, p16=None, median=None, p84=None, frames=0,
+                    ratio=None, ok=None)
+    values = np.atleast_1d(np.asarray(values, np.float64))
+    p16, median, p84 = (float(v) for v in np.percentile(values, SPREAD_PERCENTILES))
+    synthetic = float(values.mean())
     ratio = synthetic / real if real else float("nan")
-    return dict(figure=name, real=real, synthetic=synthetic, ratio=ratio, ok=bool(abs(ratio - 1) <= TOLERANCE))
+    return dict(figure=name, real=real, synthetic=synthetic, p16=p16, median=median, p84=p84, frames=len(values),
+                ratio=ratio, ok=bool(abs(ratio - 1) <= TOLERANCE))
 
 # %% ../../nbs/suvi_fill/sim/39_realism.ipynb 22
 def archive_frames(source, band: int = 171, count: int = 8) -> list[SolarImage]:
@@ -212,14 +223,17 @@ def archive_frames(source, band: int = 171, count: int = 8) -> list[SolarImage]:
 
 
 def table(rows: list[dict]) -> str:
-    "The comparison as a markdown table, with the goal's verdict under it."
-    lines = ["| figure | real | synthetic | synthetic / real | within 25 % |", "|---|---:|---:|---:|:---:|"]
+    "The comparison as a markdown table (mean, and median with 16-84 % range over the frames), with the goal's verdict under it."
+    lines = ["| figure | real | synthetic mean | synthetic median [16 %, 84 %] | frames | mean / real "
+             "[16 %, 84 %] / real | within 25 % |", "|---|---:|---:|---:|---:|---:|:---:|"]
     for r in rows:
         if r["ok"] is None:
-            lines.append(f"| {r['figure']} | n/a | n/a | | not measurable (inner square under {MIN_TEXTURE_BOX} px) |")
+            lines.append(f"| {r['figure']} | n/a | n/a | | | | not measurable (inner square under {MIN_TEXTURE_BOX} px) |")
         else:
-            lines.append(f"| {r['figure']} | {r['real']:.3f} | {r['synthetic']:.3f} | {r['ratio']:.2f} | "
-                         f"{'yes' if r['ok'] else 'NO'} |")
+            real = r["real"] or float("nan")
+            lines.append(f"| {r['figure']} | {r['real']:.3f} | {r['synthetic']:.3f} | {r['median']:.3f} "
+                         f"[{r['p16']:.3f}, {r['p84']:.3f}] | {r['frames']} | {r['ratio']:.2f} "
+                         f"[{r['p16'] / real:.2f}, {r['p84'] / real:.2f}] | {'yes' if r['ok'] else 'NO'} |")
     lines.append(f"\nGoal (every measurable figure within {TOLERANCE:.0%} of the real one): "
                  f"{'met' if goal_met(rows) else 'NOT met'}")
     return "\n".join(lines)

@@ -23,38 +23,41 @@ from suvi_fill.sim.emission import (FAR_SCALE, FAR_SHARE, FINE_CONTRAST, HOLE_DE
                                     QUIET_RADIANCE, dem_radiance, relative_brightness)
 
 # %% auto 0
-__all__ = ['TEXTURE_DEG', 'NETWORK_DEG', 'LANE_WIDTH', 'MAX_TEXTURE_LEVEL', 'NETWORK_DAYS', 'FINE_SLOPE', 'FINE_OUTER_DEG',
-           'FINE_DAYS', 'FINE_HOURS', 'FINE_FAST_SHARE', 'AR_HEIGHT', 'CORE_HEIGHT', 'FLARE_HEIGHT', 'LOOPS_PER_REGION',
-           'LOOP_POINTS', 'LOOP_POINT_RADIUS_PX', 'LOOP_WIDTH', 'DIPOLE_DEPTH', 'LOOP_REACH', 'LOOP_LOGT',
-           'LOOP_DEM_WIDTH', 'LOOP_EM', 'LOOP_PERIOD_MIN', 'BRIGHT_POINTS', 'BRIGHT_POINT_HOURS', 'BRIGHT_POINT_LOGT',
-           'BRIGHT_POINT_EM', 'BRIGHT_POINT_AREA', 'FILAMENTS', 'FILAMENT_DEG', 'FILAMENT_HEIGHT', 'FILAMENT_GRID',
-           'FILAMENT_WIDTH', 'FILAMENT_DEPTH', 'PROMINENCE_LEVEL', 'STREAMERS', 'STREAMER_LAT', 'STREAMER_WIDTH',
-           'PLUMES', 'PLUME_SPREAD', 'PLUME_WIDTH', 'PLUME_HOURS', 'FAR_BASE', 'FINE_PHASE_DEG', 'EVOLVING',
-           'KEYFRAME_CACHE', 'LANE_SMOOTH_CELLS', 'BLOB_MIN_PIXELS', 'COMPONENTS', 'DEFAULT_START', 'texture_shape',
-           'Geometry', 'Frame', 'Activity', 'region_strength', 'region_longitude', 'flare_emission', 'loop_stride',
-           'dipole_line', 'region_loops', 'local_frame', 'loop_points', 'splat', 'bright_points',
-           'bright_point_sources', 'filaments', 'filament_points', 'corona_shapes', 'corona_pattern', 'pixel_mean',
-           'pixel_means', 'keyframe_days', 'lane_map', 'texture_level', 'Textures', 'draw_disk', 'draw_corona',
-           'draw_blobs', 'draw_filaments', 'region_blobs', 'flare_blobs', 'SunModel']
+__all__ = ['TEXTURE_DEG', 'NETWORK_DEG', 'LANE_WIDTH', 'MAX_TEXTURE_LEVEL', 'NETWORK_DAYS', 'FINE_SLOPE', 'FINE_INNER_DEG',
+           'FINE_OUTER_DEG', 'FINE_DAYS', 'FINE_HOURS', 'FINE_FAST_SHARE', 'AR_HEIGHT', 'CORE_HEIGHT', 'FLARE_HEIGHT',
+           'NOISE_STD', 'HOLE_SIZE', 'HOLE_WANDER', 'HOLE_EDGE_DEG', 'EXTRA_HOLES', 'LOOPS_PER_REGION', 'LOOP_POINTS',
+           'LOOP_POINT_RADIUS_PX', 'LOOP_WIDTH', 'DIPOLE_DEPTH', 'LOOP_REACH', 'LOOP_LOGT', 'LOOP_DEM_WIDTH', 'LOOP_EM',
+           'LOOP_PERIOD_MIN', 'BRIGHT_POINTS', 'BRIGHT_POINT_HOURS', 'BRIGHT_POINT_LOGT', 'BRIGHT_POINT_EM',
+           'BRIGHT_POINT_AREA', 'FILAMENTS', 'FILAMENT_DEG', 'FILAMENT_HEIGHT', 'FILAMENT_GRID', 'FILAMENT_WIDTH',
+           'FILAMENT_DEPTH', 'PROMINENCE_LEVEL', 'STREAMERS', 'STREAMER_LAT', 'STREAMER_WIDTH', 'PLUMES',
+           'PLUME_SPREAD', 'PLUME_WIDTH', 'PLUME_HOURS', 'FAR_BASE', 'FINE_PHASE_DEG', 'EVOLVING', 'KEYFRAME_CACHE',
+           'LANE_SMOOTH_CELLS', 'RAY_CONTRAST', 'RAY_DEG', 'RAY_HOURS', 'BLOB_MIN_PIXELS', 'COMPONENTS',
+           'DEFAULT_START', 'texture_shape', 'Geometry', 'Frame', 'Activity', 'region_strength', 'region_longitude',
+           'flare_emission', 'loop_stride', 'dipole_line', 'region_loops', 'local_frame', 'loop_points', 'splat',
+           'bright_points', 'bright_point_sources', 'filaments', 'filament_points', 'corona_shapes', 'corona_pattern',
+           'pixel_mean', 'pixel_means', 'keyframe_days', 'lane_map', 'texture_level', 'Textures', 'draw_disk',
+           'ray_pattern', 'draw_corona', 'draw_blobs', 'draw_filaments', 'region_blobs', 'flare_blobs', 'SunModel']
 
 # %% ../../nbs/suvi_fill/sim/33_scene.ipynb 6
 #: Texture grid of the heliographic maps, degrees per cell: 0.25 deg is one 5" pixel at disk centre (640 px).
 TEXTURE_DEG = 0.25
-#: Correlation length of the network, degrees (supergranules are ~30 Mm ~ 2.5 deg).
+#: Size of the network cells, degrees (supergranules are ~30 Mm ~ 2.5 deg): the side of Worley's cubes.
 NETWORK_DEG = 2.5
-#: Width of the network lanes, in standard deviations of the supergranule field about its zero crossings.
-LANE_WIDTH = 0.35
+#: Width of the network lanes, in units of the cell size of Worley's F2 - F1 (zero on a boundary): 0.06
+#: makes a lane ~0.3 deg (~2 Mm: what AIA 171 resolves of the network), one 640-px pixel.
+LANE_WIDTH = 0.06
 #: Coarsest smoothed copy of the textures (2**level cells): 4 deg cells, a 48-px frame's pixel.
 MAX_TEXTURE_LEVEL = 4
-#: Network evolution: keyframes of the supergranule field this many days apart (see "How the quiet Sun
+#: Network evolution: keyframes of the cell pattern this many days apart (see "How the quiet Sun
 #: evolves" below).  The network traces magnetic flux that outlives a supergranule (1-2 days) by far;
 #: 8 days is what the original trainer's 300-slot optical-flow figure leaves room for.
 NETWORK_DAYS = 8.0
-#: Power-spectrum slope of the fine coronal structure (log intensity) and its largest scale, degrees
-#: (white beyond it).  3.0, steeper than the real 171 disk's -2.6, because the network, loops and bright
-#: points add small-scale power (realism).  30 deg: with 60 the largest scales alone set the brightness
-#: of the whole inner disk, so every ratio to the disk centre hung on the date (measured: 2x apart).
-FINE_SLOPE, FINE_OUTER_DEG = 3.0, 30.0
+#: Power-spectrum slope of the fine coronal structure (log intensity) between its smallest and largest
+#: lattice spacings, degrees (octaves of gradient noise, see below).  16 deg outer: the inner 0.5 R holds
+#: many of the largest patches, so their turning does not swing the disk's median (30 deg and beyond did).
+#: 1.8: the slope of the 640-px frames' inner disk (with loops, network, regions, PSF) is then 1.05-1.28
+#: of the real AIA 171 one at its 19"/px (three dates); 2.6 gave 1.31-1.46.
+FINE_SLOPE, FINE_INNER_DEG, FINE_OUTER_DEG = 1.8, 0.5, 16.0
 #: Fine structure evolution: a slow part that follows the network (keyframes `FINE_DAYS` apart) and a
 #: fast part, small loops and moss renewing (keyframes `FINE_HOURS` apart), `FINE_FAST_SHARE` of the variance.
 FINE_DAYS, FINE_HOURS, FINE_FAST_SHARE = 8.0, 6.0, 0.02
@@ -62,13 +65,98 @@ FINE_DAYS, FINE_HOURS, FINE_FAST_SHARE = 8.0, 6.0, 0.02
 AR_HEIGHT, CORE_HEIGHT, FLARE_HEIGHT = 0.04, 0.02, 0.015
 
 
-def texture_shape() -> tuple:
-    "(lat, lon) cells of the heliographic maps: poles included, longitude periodic."
-    return int(180 / TEXTURE_DEG) + 1, int(360 / TEXTURE_DEG)
+def texture_shape(level: int = 0) -> tuple:
+    "(lat, lon) cells of the heliographic maps at `level` (2**`level` cells of `TEXTURE_DEG`): poles included, longitude periodic."
+    step = 2 ** level
+    return 720 // step + 1, 1440 // step
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 9
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 10
+@numba.njit(cache=True, nogil=True)
+def _gradient_noise(perm, x, y, z):
+    "Perlin's improved gradient noise at one point (lattice spacing 1): smooth, zero at lattice points, ~[-1, 1]."
+    fx, fy, fz = math.floor(x), math.floor(y), math.floor(z)
+    xi, yi, zi = int(fx) & 255, int(fy) & 255, int(fz) & 255
+    x, y, z = x - fx, y - fy, z - fz
+    u, v, w = (x * x * x * (x * (x * 6 - 15) + 10), y * y * y * (y * (y * 6 - 15) + 10),
+               z * z * z * (z * (z * 6 - 15) + 10))
+    total = 0.0
+    for dx in range(2):
+        for dy in range(2):
+            for dz in range(2):
+                h = perm[perm[perm[xi + dx] + yi + dy] + zi + dz] & 15
+                px, py, pz = x - dx, y - dy, z - dz
+                a = px if h < 8 else py
+                b = py if h < 4 else (px if (h == 12 or h == 14) else pz)
+                g = (a if (h & 1) == 0 else -a) + (b if (h & 2) == 0 else -b)
+                total += g * (u if dx else 1 - u) * (v if dy else 1 - v) * (w if dz else 1 - w)
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def _noise_grid(perm, lat, lon, spacing, shift):
+    "Gradient noise (lattice `spacing`, radii) at the unit-sphere points of a (lat, lon) grid (radians), shifted by `shift`."
+    out = np.empty((lat.size, lon.size), np.float32)
+    for i in range(lat.size):
+        cl, sl = math.cos(lat[i]), math.sin(lat[i])
+        for j in range(lon.size):
+            out[i, j] = _gradient_noise(perm, (cl * math.cos(lon[j])) / spacing + shift[0],
+                                        (cl * math.sin(lon[j])) / spacing + shift[1], sl / spacing + shift[2])
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _cell_edges(lat, lon, cell, seed):
+    """Worley's F2 - F1 over `cell` on a (lat, lon) grid (radians) of the unit sphere: the gap between the
+    nearest and second-nearest of one jittered site per cube of side `cell` (radii), in units of `cell`.
+    Zero on the boundaries between the cells, ~0.5 at their centres."""
+    out = np.empty((lat.size, lon.size), np.float32)
+    for i in range(lat.size):
+        cl, sl = math.cos(lat[i]), math.sin(lat[i])
+        for j in range(lon.size):
+            x, y, z = cl * math.cos(lon[j]) / cell, cl * math.sin(lon[j]) / cell, sl / cell
+            fx, fy, fz = math.floor(x), math.floor(y), math.floor(z)
+            d1, d2 = 1e9, 1e9
+            for a in range(-1, 2):
+                for b in range(-1, 2):
+                    for c in range(-1, 2):
+                        h = (int(fx) + a) * 73856093 ^ (int(fy) + b) * 19349663 ^ (int(fz) + c) * 83492791 ^ seed
+                        h = (h * 2654435761) & 0xFFFFFFFF
+                        sx = fx + a + (h & 1023) / 1024.0
+                        h = (h * 2654435761 + 12345) & 0xFFFFFFFF
+                        sy = fy + b + (h & 1023) / 1024.0
+                        h = (h * 2654435761 + 12345) & 0xFFFFFFFF
+                        sz = fz + c + (h & 1023) / 1024.0
+                        d = math.sqrt((x - sx) ** 2 + (y - sy) ** 2 + (z - sz) ** 2)
+                        if d < d1:
+                            d1, d2 = d, d1
+                        elif d < d2:
+                            d2 = d
+            out[i, j] = d2 - d1
+    return out
+
+
+def _grid_angles(cell_deg: float) -> tuple:
+    "Latitudes (poles included) and longitudes (periodic, from -180) of a grid of `cell_deg` cells, radians."
+    rows, cols = int(round(180 / cell_deg)) + 1, int(round(360 / cell_deg))
+    return np.radians(np.linspace(-90, 90, rows)), np.radians(-180 + np.arange(cols) * 360.0 / cols)
+
+
+def _resample(grid: np.ndarray, shape) -> np.ndarray:
+    "A (lat, lon) grid (poles included, longitude periodic) brought to `shape` by bilinear interpolation."
+    rows, cols = grid.shape
+    fy = np.linspace(0, rows - 1, shape[0])
+    fx = np.arange(shape[1]) * (cols / shape[1])
+    y0 = np.minimum(fy.astype(np.int64), rows - 2)
+    x0 = fx.astype(np.int64) % cols
+    wy, wx = (fy - y0)[:, None].astype(np.float32), (fx - np.floor(fx))[None, :].astype(np.float32)
+    x1 = (x0 + 1) % cols
+    top = grid[y0][:, x0] * (1 - wx) + grid[y0][:, x1] * wx
+    bottom = grid[y0 + 1][:, x0] * (1 - wx) + grid[y0 + 1][:, x1] * wx
+    return top * (1 - wy) + bottom * wy
+
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 11
 def _smooth_field(rng, shape, cells):
-    "Zero-mean, unit-std random field on a lat x lon grid, correlation ~`cells`, periodic in lon."
+    "Zero-mean, unit-std random field on a lat x lon grid, correlation ~`cells`, periodic in lon (the polar caps' wandering border)."
     noise = rng.standard_normal(shape)
     ky = np.fft.fftfreq(shape[0])[:, None]
     kx = np.fft.rfftfreq(shape[1])[None, :]
@@ -78,18 +166,43 @@ def _smooth_field(rng, shape, cells):
     return field / field.std()
 
 
-def _power_law_field(rng, shape, slope, outer_cells):
-    """Zero-mean, unit-std random field on a lat x lon grid whose power falls as k^-`slope` below
-    the scale of `outer_cells` (white beyond it), periodic in lon: structure at every scale."""
-    noise = rng.standard_normal(shape)
-    ky = np.fft.fftfreq(shape[0])[:, None]
-    kx = np.fft.rfftfreq(shape[1])[None, :]
-    k2 = kx ** 2 + ky ** 2 + 1.0 / outer_cells ** 2
-    field = np.fft.irfft2(np.fft.rfft2(noise) * k2 ** (-slope / 4), s=shape)
-    field -= field.mean()
-    return field / field.std()
+#: Standard deviation of `_gradient_noise` over points far apart in lattice units (measured below: 0.27).
+NOISE_STD = 0.27
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 12
+
+def _octaves(level: int) -> tuple:
+    """Lattice spacings (deg) of the fine structure's octaves and their weights (unit variance over all of
+    them), and which are drawn at `level`: those at least two of its cells wide (finer ones would alias)."""
+    count = int(round(math.log2(FINE_OUTER_DEG / FINE_INNER_DEG))) + 1
+    spacings = FINE_INNER_DEG * 2.0 ** np.arange(count)
+    weights = spacings ** ((FINE_SLOPE - 2) / 2)               # 2-D power k^-slope: variance per octave
+    weights /= math.sqrt((weights ** 2).sum()) * NOISE_STD
+    return spacings, weights, spacings >= 2 * TEXTURE_DEG * 2 ** level
+
+
+def _fine_field(rng, level: int) -> np.ndarray:
+    """The fine coronal structure on the grid of `level` (float32): octaves of gradient noise evaluated on the
+    sphere, each on a grid of half its lattice spacing and interpolated to the level's; unit variance when
+    every octave is drawn (level 0).  The draws from `rng` do not depend on `level`."""
+    spacings, weights, drawn = _octaves(level)
+    perms = [rng.permutation(256) for _ in spacings]
+    shifts = rng.uniform(0, 256, (len(spacings), 3))
+    shape = texture_shape(level)
+    out = np.zeros(shape, np.float32)
+    for spacing, weight, use, perm, shift in zip(spacings, weights, drawn, perms, shifts):
+        if use:
+            lat, lon = _grid_angles(max(TEXTURE_DEG * 2 ** level, spacing / 2))
+            grid = _noise_grid(np.concatenate([perm, perm]).astype(np.int64), lat, lon, math.radians(spacing), shift)
+            out += weight * (grid if grid.shape == shape else _resample(grid, shape))
+    return out
+
+
+def _network_field(rng) -> np.ndarray:
+    "Worley's F2 - F1 of the network cells (`NETWORK_DEG`) on the full grid: zero on the cells' borders."
+    lat, lon = _grid_angles(TEXTURE_DEG)
+    return _cell_edges(lat, lon, math.radians(NETWORK_DEG), int(rng.integers(0, 2 ** 30)))
+
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 14
 @dataclasses.dataclass(frozen=True)
 class Geometry:
     "Where the Sun is in an image: the L2 header's CRPIX1/2 (1-based), CDELT1/2 (arcsec/px), CROTA (deg)."
@@ -127,28 +240,44 @@ class Frame:
         rho2 = x * x + y * y
         return cls(geometry, x, y, rho2, np.sqrt(rho2), r_arcsec / geometry.cdelt1, b0, day)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 15
-def _hole_map(rng) -> np.ndarray:
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 17
+#: Coronal holes: the low-latitude holes' size range (deg, radius), how far their border wanders (share of
+#: the radius, from gradient noise a third of the radius across), and the border's width (deg): a real hole's
+#: edge is sharp, a few Mm.  Holes besides the one to three of the first draw (`EXTRA_HOLES`).
+HOLE_SIZE, HOLE_WANDER, HOLE_EDGE_DEG, EXTRA_HOLES = (8.0, 18.0), 0.35, 0.4, 2
+
+
+def _hole_map(rng, seed: int = 0) -> np.ndarray:
     """The coronal-hole map (lat, lon), float32 in [0, 1]: polar caps whose boundary wanders with
-    longitude, plus one to three low-latitude holes.  It does not evolve."""
+    longitude, plus low-latitude holes with ragged, sharp borders.  It does not evolve (holes live for
+    weeks); `seed` draws the borders' raggedness and the extra holes from a stream of their own."""
     shape = texture_shape()
     lat = np.linspace(-90, 90, shape[0])[:, None]
     lon = np.linspace(-180, 180, shape[1], endpoint=False)[None, :]
-    # The four fields an earlier design drew here first: skipped, so a seed's holes, regions and flares
-    # are the ones the realism figures were measured on.
+    # The draws an earlier design made here, all kept, so a seed's regions and flares are the ones the
+    # realism figures were measured on.
     rng.standard_normal((4,) + shape)
-    # Coronal holes: polar caps whose boundary wanders with longitude, plus low-latitude holes.
     wobble = 6.0 * _smooth_field(rng, (1, shape[1]), 40 * 0.5 / TEXTURE_DEG)[0][None, :]
-    cap = 62.0 + wobble
-    holes = 1 / (1 + np.exp(-(np.abs(lat) - cap) / 1.5))
-    for _ in range(int(rng.integers(1, 4))):
-        hl, hn, size = rng.uniform(-35, 35), rng.uniform(-180, 180), rng.uniform(6, 14)
+    first = [(rng.uniform(-35, 35), rng.uniform(-180, 180), rng.uniform(6, 14)) for _ in range(int(rng.integers(1, 4)))]
+    own = np.random.default_rng([int(seed), 0x50, 4])
+    holes_at = [(hl, hn, own.uniform(*HOLE_SIZE)) for hl, hn, _ in first]
+    holes_at += [(own.uniform(-35, 35), own.uniform(-180, 180), own.uniform(*HOLE_SIZE)) for _ in range(EXTRA_HOLES)]
+    perm = own.permutation(256)
+    lat_r, lon_r = _grid_angles(TEXTURE_DEG)
+    ragged = _noise_grid(np.concatenate([perm, perm]).astype(np.int64), lat_r, lon_r,
+                         math.radians(np.mean(HOLE_SIZE) / 3), own.uniform(0, 256, 3)) / NOISE_STD
+    edge = lambda inside_deg: 1 / (1 + np.exp(np.clip(-inside_deg / HOLE_EDGE_DEG, -50, 50)))
+    holes = edge(np.abs(lat) - (62.0 + wobble) + 3.0 * ragged)
+    for hl, hn, size in holes_at:
         dlon = (lon - hn + 180) % 360 - 180
-        d2 = ((lat - hl) ** 2 + (dlon * np.cos(np.radians(hl))) ** 2) / size ** 2
-        holes = np.maximum(holes, 1 / (1 + np.exp(np.minimum((d2 - 1) * 6, 50.0))))
+        dist = np.sqrt((lat - hl) ** 2 + (dlon * np.cos(np.radians(lat))) ** 2)
+        near = dist < 2 * size
+        if near.any():
+            grown = edge(size * (1 + HOLE_WANDER * ragged) - dist)
+            holes = np.where(near, np.maximum(holes, grown), holes)
     return holes.astype(np.float32)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 18
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 20
 @dataclasses.dataclass(frozen=True)
 class Activity:
     "How active the synthetic Sun is: active-region emergence and flares (all longitudes)."
@@ -185,7 +314,7 @@ def _active_regions(rng, days: float, activity: Activity = Activity()) -> list:
         envelope_logt=float(rng.uniform(6.25, 6.35)), core_logt=float(rng.uniform(6.45, 6.6)),
     ) for h in hemisphere]
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 21
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 23
 def flare_emission(flare, day) -> np.ndarray:
     "Band radiances (6,) of a flare kernel at `day` (per unit footprint): hot bands first."
     t = (day - flare["start_day"]) * 1440.0
@@ -216,7 +345,7 @@ def _flares(rng, days: float, regions: list, activity: Activity = Activity()) ->
             offset=(float(rng.normal(0, 0.01)), float(rng.normal(0, 0.01)))))
     return flares
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 24
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 26
 #: Loops per active region (field lines traced) and points along each: at 640 px a point per pixel.
 LOOPS_PER_REGION, LOOP_POINTS = 36, 48
 #: Solar radius (pixels) below which loop points are merged: at 640 px (~240 px) every point is about a
@@ -244,7 +373,7 @@ LOOP_LOGT, LOOP_DEM_WIDTH = (6.55, 5.95), 0.08
 #: Emission measure of a loop relative to the quiet corona (log-uniform range) and its pulse period, minutes.
 LOOP_EM, LOOP_PERIOD_MIN = (1.5, 12.0), (20.0, 90.0)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 26
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 28
 def dipole_line(lines, depth, points: int = LOOP_POINTS):
     """Field lines r = L sin²θ of a horizontal dipole at `depth` under the surface, footpoint to
     footpoint: (along, up, step) arrays (n, points) in radii, `step` the arc length per point."""
@@ -257,7 +386,7 @@ def dipole_line(lines, depth, points: int = LOOP_POINTS):
     step = np.hypot(np.gradient(along, axis=1), np.gradient(up, axis=1))
     return along, up, step
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 28
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 30
 def region_loops(seed: int, index: int, region: dict) -> dict:
     """The field lines of active region `index` (deterministic in `seed` and `index`): per loop its
     dipole line L, footpoint offset across the axis, shear, temperature, emission, pulse and the
@@ -278,7 +407,7 @@ def region_loops(seed: int, index: int, region: dict) -> dict:
     loops["radiance"] = dem_radiance(loops["logt"], LOOP_DEM_WIDTH)
     return loops
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 30
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 32
 def local_frame(lat, lon, b0):
     """Observer-frame unit vectors (normal, east, north), each (3, ...) of the surface point at
     heliographic `lat`, central-meridian `lon` (radians): x west, y north, z toward the observer."""
@@ -288,7 +417,7 @@ def local_frame(lat, lon, b0):
     north = np.stack([-sl * so, cl * cb + sl * co * sb, cl * sb - sl * co * cb])
     return normal, east, north
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 32
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 34
 def _coarse_lines(loops: dict, stride: int) -> tuple:
     "The loops' (along, up, step) with every `stride` points merged into one at their mean place, arc summed (cached)."
     key = ("coarse", stride)
@@ -321,7 +450,7 @@ def loop_points(loops: dict, lat: float, lon: float, tilt: float, b0: float, str
         * (LOOP_WIDTH * step)[:, :, None]
     return points.reshape(3, -1), flux.reshape(-1, 6)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 34
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 36
 def splat(image, points, flux, geometry: Geometry, radius_px: float, visible=None) -> None:
     """Add point sources to `image` (bands, rows, cols): `points` (3, m) observer-frame positions in
     radii, `flux` (m, bands) in radiance x radii².  Bilinear, flux kept; points behind the disk dropped."""
@@ -347,12 +476,12 @@ def splat(image, points, flux, geometry: Geometry, radius_px: float, visible=Non
     flat = (index[:, None] + np.arange(bands) * (rows * cols)).ravel()
     image += np.bincount(flat, weight.ravel(), minlength=bands * rows * cols).reshape(image.shape).astype(np.float32)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 36
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 38
 #: Bright points alive at once on the whole Sun (about half face us), their life (hours), temperature
 #: (log T), emission measure relative to the quiet corona and footprint (radii²: ~3 Mm across).  The
 #: emission measure: a few times the quiet Sun; at 5-40 each was a one-pixel spike at 640 px that came
-#: and went between frames hours apart.
-BRIGHT_POINTS, BRIGHT_POINT_HOURS = 800, (4.0, 20.0)
+#: and went between frames hours apart.  300 alive, not 800: sparse, as in AIA 193 at this scale.
+BRIGHT_POINTS, BRIGHT_POINT_HOURS = 300, (4.0, 20.0)
 BRIGHT_POINT_LOGT, BRIGHT_POINT_EM, BRIGHT_POINT_AREA = (6.05, 6.25), (2.0, 10.0), 5e-5
 
 
@@ -365,7 +494,7 @@ def bright_points(rng, days: float) -> dict:
                 radiance=np.exp(rng.uniform(*np.log(BRIGHT_POINT_EM), n))[:, None]
                 * dem_radiance(rng.uniform(*BRIGHT_POINT_LOGT, n), 0.1) * BRIGHT_POINT_AREA)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 38
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 40
 def bright_point_sources(points: dict, day: float, b0: float):
     "Observer-frame positions (3, m) and band flux (m, 6) of the bright points alive on `day` (rise and fade)."
     age = (day - points["birth"]) / points["life"]
@@ -375,7 +504,7 @@ def bright_point_sources(points: dict, day: float, b0: float):
     normal, _, _ = local_frame(np.radians(lat), np.radians(lon), b0)
     return normal * 1.003, points["radiance"][alive] * (np.sin(math.pi * age[alive]) ** 2)[:, None]
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 40
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 42
 #: Filaments on the whole Sun, their length (deg), height of the sheet (radii), points along x up.
 FILAMENTS, FILAMENT_DEG, FILAMENT_HEIGHT, FILAMENT_GRID = 8, (6.0, 25.0), (0.015, 0.04), (40, 8)
 #: Filament sheet thickness (radii), absorption depth per band on the disk, and prominence radiance
@@ -392,7 +521,7 @@ def filaments(rng) -> dict:
                 length=rng.uniform(*FILAMENT_DEG, n), angle=rng.normal(0, 0.4, n),
                 height=rng.uniform(*FILAMENT_HEIGHT, n))
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 42
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 44
 def filament_points(sheets: dict, day: float, b0: float):
     "Observer-frame points (3, m) of every filament sheet on `day` and each point's share of sheet area (radii²)."
     along_n, up_n = FILAMENT_GRID
@@ -408,7 +537,7 @@ def filament_points(sheets: dict, day: float, b0: float):
     area = (length / along_n * FILAMENT_WIDTH)[:, None, None] * np.ones((1, along_n, up_n)) / up_n
     return points.reshape(3, -1), area.reshape(-1)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 44
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 46
 #: Streamers on the whole Sun: their count, base latitude range (deg), width in position angle (deg).
 STREAMERS, STREAMER_LAT, STREAMER_WIDTH = 6, 35.0, (8.0, 25.0)
 #: Plumes per polar hole, their spread about the pole and width in position angle (deg), period (hours).
@@ -419,15 +548,16 @@ FAR_BASE = 0.45
 
 
 def corona_shapes(rng) -> dict:
-    "Streamer bases and polar plumes: the off-limb structure's arrays."
+    "Streamer bases and polar plumes: the off-limb structure's arrays, and the seed of its rays."
     n, m = STREAMERS, 2 * PLUMES
     return dict(lat=rng.uniform(-STREAMER_LAT, STREAMER_LAT, n), lon0=rng.uniform(-180, 180, n),
                 width=rng.uniform(*STREAMER_WIDTH, n), amp=rng.uniform(0.5, 1.5, n),
                 plume_pa=np.repeat([0.0, 180.0], PLUMES) + rng.normal(0, PLUME_SPREAD, m),
                 plume_width=rng.uniform(*PLUME_WIDTH, m), plume_amp=rng.uniform(0.3, 1.0, m),
-                plume_period=rng.uniform(*PLUME_HOURS, m) / 24.0, plume_phase=rng.uniform(0, 1, m))
+                plume_period=rng.uniform(*PLUME_HOURS, m) / 24.0, plume_phase=rng.uniform(0, 1, m),
+                ray_seed=int(rng.integers(0, 2 ** 31)))
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 45
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 47
 def _wrap(angle):
     "Angle in degrees wrapped to [-180, 180)."
     return (angle + 180.0) % 360.0 - 180.0
@@ -452,7 +582,7 @@ def corona_pattern(shapes: dict, pa, day: float):
 #: 1 deg width, so reading it linearly per pixel is within 1 % of evaluating it there.
 _PATTERN_PA = np.arange(-180.0, 180.0, 0.25)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 48
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 50
 #: Fine grid of the radial profiles (radii from the disk centre): the frame's corners are at ~2.4 R.
 _RHO = np.linspace(0.0, 3.0, 6001)
 _LANE_MEAN = LANE_WIDTH / math.sqrt(LANE_WIDTH ** 2 + 2)
@@ -492,7 +622,7 @@ def _corona_profiles(band: int) -> tuple:
     far = np.where(above, OFFLIMB_LEVEL[band] * FAR_SHARE * np.exp(-np.maximum(height, 0) / FAR_SCALE), 0.0)
     return _cumulative(near), _cumulative(far)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 51
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 53
 @functools.lru_cache(maxsize=None)
 def _profile_table() -> np.ndarray:
     "The running integrals stacked (18, len(_RHO)): the disk of each band, then each band's near and far corona."
@@ -518,7 +648,7 @@ def pixel_means(table, rho, radius_px: float) -> np.ndarray:
     below = np.sign(low) * _lookup(table, np.abs(low))
     return ((_lookup(table, rho + half) - below) / (2 * half)).astype(np.float32)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 54
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 56
 #: The evolving heliographic fields and what sets their keyframe spacing: the network, and the slow
 #: and fast parts of the two fine-structure fields every band mixes.
 EVOLVING = ("network", "slow_a", "slow_b", "fast_a", "fast_b")
@@ -556,18 +686,17 @@ def _bilinear(grids: np.ndarray, deg: float, lat, lon) -> np.ndarray:
     bottom = grids[:, y0 + 1, x0] * (1 - wx) + grids[:, y0 + 1, x1] * wx
     return top * (1 - wy) + bottom * wy
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 56
-#: Smoothing of the lane map, in cells of its texture level.  The lanes are a sharp function of the network
-#: field (its zero crossings), so drawn from a smooth field they are narrower than the cell, and a frame
-#: sampled at pixel centres aliases them; smoothed over a cell they are what a pixel of that size averages.
-#: Measured at 64 px: a 0.01-px move of the pointing against a 0.01-px spline shift of the frame, 304 Å
-#: (network contrast 0.45), 55 dB with the sharp lanes, 74 dB smoothed.
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 58
+#: Smoothing of the lane map, in cells of its texture level.  The lanes are narrower than a cell, so a
+#: frame sampled at pixel centres would alias them; smoothed over a cell they are what a pixel of that size
+#: averages.  Measured at 64 px: a 0.01-px move of the pointing against a 0.01-px spline shift of the frame,
+#: 304 Å (network contrast 0.45), 55 dB with the sharp lanes, 74 dB smoothed.
 LANE_SMOOTH_CELLS = 1.0
 
 
 def lane_map(network: np.ndarray) -> np.ndarray:
-    """The network lanes, exp(-(field / `LANE_WIDTH`)²), of the network field `network` (lat, lon) on a
-    texture grid, smoothed over `LANE_SMOOTH_CELLS` (periodic in longitude): values in (0, 1]."""
+    """The network lanes, exp(-(F / `LANE_WIDTH`)²), of the cell field F (Worley's F2 - F1, zero on the cells'
+    borders) on the full texture grid, smoothed over `LANE_SMOOTH_CELLS` (periodic in longitude): values in (0, 1]."""
     return gaussian_filter(np.exp(-(network / LANE_WIDTH) ** 2), LANE_SMOOTH_CELLS, mode=("nearest", "wrap"))
 
 
@@ -578,7 +707,7 @@ def texture_level(radius_px: float) -> int:
     pixel_deg = math.degrees(1.0 / radius_px)
     return int(np.clip(round(math.log2(max(pixel_deg / TEXTURE_DEG, 1.0))), 0, MAX_TEXTURE_LEVEL))
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 58
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 60
 class Textures:
     "The heliographic textures of one Sun: the hole map and the evolving fields, at any pixel size (cached)."
 
@@ -589,45 +718,53 @@ class Textures:
         self._keyframes = collections.OrderedDict()              # evolving fields' keyframes in use
 
     def keyframe(self, name: str, index: int, level: int = 0) -> np.ndarray:
-        """Keyframe `index` of the evolving field `name` at `level` (float32, unit variance at level 0):
-        drawn from (seed, field, index) alone, so a frame never depends on what was rendered before."""
+        """Keyframe `index` of the evolving field `name` at `level` (float32), drawn from (seed, field, index)
+        alone, so a frame never depends on what was rendered before: for "network" the lane map (`lane_map`
+        of the cells, averaged over the level's cells), else the fine structure with the octaves the level
+        resolves (unit variance at level 0)."""
         key = (name, int(index), level)
         field = self._keyframes.get(key)
         if field is not None:
             self._keyframes.move_to_end(key)
             return field
-        if level:
-            field = _coarsen(self.keyframe(name, index, 0), level)
+        rng = np.random.default_rng([self.seed, 0x50, 3, EVOLVING.index(name), int(index) + _KEY_OFFSET])
+        if name != "network":
+            field = _fine_field(rng, level)
+        elif level:
+            field = gaussian_filter(_coarsen(self.keyframe(name, index, 0), level), LANE_SMOOTH_CELLS,
+                                    mode=("nearest", "wrap"))
         else:
-            rng = np.random.default_rng([self.seed, 0x50, 3, EVOLVING.index(name), int(index) + _KEY_OFFSET])
-            field = (_smooth_field(rng, texture_shape(), NETWORK_DEG / TEXTURE_DEG) if name == "network" else
-                     _power_law_field(rng, texture_shape(), FINE_SLOPE, FINE_OUTER_DEG / TEXTURE_DEG))
+            field = lane_map(_network_field(rng))
         self._keyframes[key] = field = np.ascontiguousarray(field, np.float32)
         while len(self._keyframes) > KEYFRAME_CACHE:
             self._keyframes.popitem(last=False)
         return field
 
     def field(self, name: str, day: float, level: int = 0) -> np.ndarray:
-        """The evolving field `name` on `day`: cos/sin blend of the keyframes either side, so its variance
-        holds at every moment and its correlation falls steadily, to none two spacings apart."""
+        """The evolving field `name` on `day` between the keyframes either side: the fine structure a cos/sin
+        blend, so its variance holds at every moment and its correlation falls steadily, to none two spacings
+        apart; the network's lanes a cos²/sin² blend, so the lane map keeps its mean and stays in (0, 1]."""
         t = day / keyframe_days(name)
         index = math.floor(t)
         angle = 0.5 * math.pi * (t - index)
-        return (math.cos(angle) * self.keyframe(name, index, level)
-                + math.sin(angle) * self.keyframe(name, index + 1, level))
+        a, b = math.cos(angle), math.sin(angle)
+        if name == "network":
+            a, b = a * a, b * b
+        return a * self.keyframe(name, index, level) + b * self.keyframe(name, index + 1, level)
 
     def level(self, level: int):
         """The hole map at `level` (2**`level` cells, subsampled), its cell size in degrees and the
-        statistics of the fields smoothed as much (cached): the fine structure's variance, the lane map's
-        mean and variance (relative to full resolution), so that smoothing keeps every band's mean."""
+        statistics of the fields at that level (cached): the fine structure's variance, the lane map's
+        mean, std at full resolution and variance at the level relative to it, so that every band keeps its mean."""
         if level not in self._levels:
-            lanes = lane_map(self.keyframe("network", 0, level))
+            lanes, full = self.keyframe("network", 0, level), self.keyframe("network", 0, 0)
+            lane_std = float(full.std())
             stats = dict(fine_var=float(self.keyframe("slow_a", 0, level).var()), lane_mean=float(lanes.mean()),
-                         lane_var=float(lanes.var()) / _LANE_STD ** 2)
+                         lane_std=lane_std, lane_var=float(lanes.var()) / lane_std ** 2)
             self._levels[level] = (np.ascontiguousarray(_coarsen(self.holes, level)), TEXTURE_DEG * 2 ** level, stats)
         return self._levels[level]
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 62
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 64
 def draw_disk(image, frame: Frame, textures: Textures) -> None:
     "The quiet disk: limb brightening, network lanes, fine structure and coronal holes, pixel-averaged at the limb and textures at the pixel's level."
     x, y, rho, radius_px, b0, day = frame.x, frame.y, frame.rho, frame.radius_px, frame.b0, frame.day
@@ -639,12 +776,12 @@ def draw_disk(image, frame: Frame, textures: Textures) -> None:
     level = texture_level(radius_px)
     hole_map, deg, stats = textures.level(level)
     slow, fast = math.sqrt(1.0 - FINE_FAST_SHARE), math.sqrt(FINE_FAST_SHARE)
-    grids = np.stack([lane_map(textures.field("network", day, level)),
+    grids = np.stack([textures.field("network", day, level),
                       slow * textures.field("slow_a", day, level) + fast * textures.field("fast_a", day, level),
                       slow * textures.field("slow_b", day, level) + fast * textures.field("fast_b", day, level),
                       hole_map])
     lanes, fine_a, fine_b, holes = _bilinear(grids, deg, lat, lon - rotation_rate(lat) * day)
-    lanes = (lanes - stats["lane_mean"]) / _LANE_STD
+    lanes = (lanes - stats["lane_mean"]) / stats["lane_std"]
     limb = pixel_means(_profile_table()[:len(WAVELENGTHS)], rho[on], radius_px)
     for i, band in enumerate(WAVELENGTHS):
         angle = math.radians(FINE_PHASE_DEG[band])
@@ -654,20 +791,51 @@ def draw_disk(image, frame: Frame, textures: Textures) -> None:
         image[i][on] = (QUIET_RADIANCE[band] * limb[i]
                         * texture * (1 - HOLE_DEPTH[band] * holes))
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 64
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 66
+#: Rays: the off-limb corona's fine radial structure, a log-normal modulation in position angle with power
+#: falling as 1/k down to `RAY_DEG` (deg, ~1 px at the limb at 640 px), of log contrast `RAY_CONTRAST`,
+#: renewed every `RAY_HOURS` (keyframes, as the textures).  Coarser pixels average the rays narrower than a
+#: pixel at the limb, so their contrast drops there and the corona's mean holds.
+RAY_CONTRAST, RAY_DEG, RAY_HOURS = 0.35, 0.3, 12.0
+
+
+def _ray_keyframe(seed: int, index: int) -> np.ndarray:
+    "The rays' log modulation on `_PATTERN_PA` of keyframe `index`: its spectrum (rfft), unit variance at `RAY_DEG`."
+    rng = np.random.default_rng([int(seed), 0x7A, int(index) + _KEY_OFFSET])
+    k = np.fft.rfftfreq(len(_PATTERN_PA), 360.0 / len(_PATTERN_PA))          # cycles per degree
+    spectrum = np.fft.rfft(rng.standard_normal(len(_PATTERN_PA))) / np.sqrt(np.maximum(k, k[1]) / k[1])
+    spectrum[0] = 0.0
+    spectrum *= np.exp(-2 * (math.pi * k * RAY_DEG) ** 2)
+    return spectrum / np.sqrt(np.fft.irfft(spectrum, len(_PATTERN_PA)).var())
+
+
+def ray_pattern(seed: int, day: float, radius_px: float) -> np.ndarray:
+    """The rays' multiplier on `_PATTERN_PA` on `day` in a frame whose solar radius is `radius_px` pixels: mean
+    one, the modulation averaged over the pixel at the limb (a Gaussian of one pixel's angle there)."""
+    t = day * 24.0 / RAY_HOURS
+    index = math.floor(t)
+    angle = 0.5 * math.pi * (t - index)
+    spectrum = math.cos(angle) * _ray_keyframe(seed, index) + math.sin(angle) * _ray_keyframe(seed, index + 1)
+    k = np.fft.rfftfreq(len(_PATTERN_PA), 360.0 / len(_PATTERN_PA))
+    spectrum = spectrum * np.exp(-2 * (math.pi * k * math.degrees(1.0 / radius_px)) ** 2)
+    log = RAY_CONTRAST * np.fft.irfft(spectrum, len(_PATTERN_PA))
+    return np.exp(log - 0.5 * log.var())
+
+
 def draw_corona(image, frame: Frame, shapes: dict) -> None:
-    "The off-limb corona: near and far corona with the streamer and plume pattern (`shapes`), pixel-averaged at the limb."
+    "The off-limb corona: near and far corona with the streamer and plume pattern (`shapes`) and rays, pixel-averaged at the limb."
     x, y, rho, radius_px, day = frame.x, frame.y, frame.rho, frame.radius_px, frame.day
     off = rho > 1.0 - 1.0 / radius_px
     # The pattern depends on position angle alone: evaluated on a fine ring, then read per pixel.
-    ring = corona_pattern(shapes, _PATTERN_PA, day)
+    rays = ray_pattern(shapes["ray_seed"], day, radius_px)
+    near, far = (values * rays for values in corona_pattern(shapes, _PATTERN_PA, day))
     pa = np.degrees(np.arctan2(x[off], y[off]))
-    near, far = (np.interp(pa, _PATTERN_PA, values, period=360.0) for values in ring)
+    near, far = (np.interp(pa, _PATTERN_PA, values, period=360.0) for values in (near, far))
     profiles = pixel_means(_profile_table()[len(WAVELENGTHS):], rho[off], radius_px)
     for i, band in enumerate(WAVELENGTHS):
         image[i][off] += QUIET_RADIANCE[band] * (profiles[2 * i] * near + profiles[2 * i + 1] * far)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 67
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 69
 @numba.njit(cache=True, nogil=True)
 def _blob_kernel(image, x, y, rho2, centre, spec, radius_px):
     """Add each structure of `spec` (m, 5 + bands: px, py, pz, sigma, sigma_px, amplitudes) to `image`,
@@ -731,7 +899,7 @@ def draw_blobs(image, blobs, frame: Frame) -> None:
     _blob_kernel(image, frame.x, frame.y, frame.rho2, np.column_stack([row, col])[keep], np.ascontiguousarray(spec),
                  float(scale))
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 69
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 71
 def draw_filaments(image, sheets: dict, frame: Frame) -> None:
     "Filaments: absorb what lies under them on the disk; above the limb, prominences glow in 304."
     geometry, radius_px, b0, day = frame.geometry, frame.radius_px, frame.b0, frame.day
@@ -746,12 +914,12 @@ def draw_filaments(image, sheets: dict, frame: Frame) -> None:
     glow = area[:, None] * np.array([PROMINENCE_LEVEL[b] * QUIET_RADIANCE[b] for b in WAVELENGTHS])[None]
     splat(image, points, glow, geometry, radius_px, visible=beyond)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 72
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 74
 #: What `SunModel.render` can draw: the quiet disk (with bright points), filaments and prominences,
 #: the off-limb corona, active regions (diffuse envelope, core and plage), their loops, and flares.
 COMPONENTS = ("disk", "filaments", "corona", "regions", "loops", "flares")
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 73
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 75
 @functools.lru_cache(maxsize=1024)
 def _brightness_bands(centre: float, width: float) -> tuple:
     return tuple(relative_brightness(centre, width))
@@ -794,7 +962,7 @@ def flare_blobs(flares: list, index: int, lat: float, lon: float, day: float) ->
                              FLARE_HEIGHT, 0.012, amps))
     return out
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 76
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 78
 #: Default first day of a Sun (and of an archive): inside the March eclipse season, so a short archive
 #: shows eclipses.
 DEFAULT_START = "2024-03-18"
@@ -809,7 +977,7 @@ class SunModel:
         self.t0 = unix_seconds(as_day(start))
         self.days = float(days)
         rng = np.random.default_rng([self.seed, 0x50, 1])
-        self.textures = Textures(self.seed, _hole_map(rng))
+        self.textures = Textures(self.seed, _hole_map(rng, self.seed))
         self.regions = _active_regions(rng, self.days, activity)
         self.flares = _flares(rng, self.days, self.regions, activity)
         fine = np.random.default_rng([self.seed, 0x50, 2])      # its own stream: regions and flares stay as drawn
