@@ -21,12 +21,14 @@ from suvi_fill.physics.ephemeris import solar_b0, solar_radius_arcsec
 from suvi_fill.sim.emission import (FAR_SCALE, FAR_SHARE, FINE_CONTRAST, HOLE_DEPTH, LIMB_THICKNESS,
                                     NETWORK_CONTRAST, OFFLIMB_LEVEL, OFFLIMB_SCALE, POLAR_FLOOR, QUIET_LEVELS,
                                     QUIET_RADIANCE, dem_radiance, relative_brightness)
+from suvi_fill.physics.ephemeris import SOLAR_RADIUS_M
+from suvi_fill.sim.loops import HEATING_HOURS, strand_class, strand_flux, strand_mean, strand_table
 
 # %% auto 0
 __all__ = ['TEXTURE_DEG', 'NETWORK_DEG', 'LANE_WIDTH', 'MAX_TEXTURE_LEVEL', 'NETWORK_DAYS', 'FINE_SLOPE', 'FINE_OUTER_DEG',
            'FINE_DAYS', 'FINE_HOURS', 'FINE_FAST_SHARE', 'AR_HEIGHT', 'CORE_HEIGHT', 'FLARE_HEIGHT', 'LOOPS_PER_REGION',
            'LOOP_POINTS', 'LOOP_POINT_RADIUS_PX', 'LOOP_WIDTH', 'DIPOLE_DEPTH', 'LOOP_REACH', 'LOOP_LOGT',
-           'LOOP_DEM_WIDTH', 'LOOP_EM', 'LOOP_PERIOD_MIN', 'BRIGHT_POINTS', 'BRIGHT_POINT_HOURS', 'BRIGHT_POINT_LOGT',
+           'LOOP_DEM_WIDTH', 'LOOP_EM', 'LOOP_MEAN_BANDS', 'BRIGHT_POINTS', 'BRIGHT_POINT_HOURS', 'BRIGHT_POINT_LOGT',
            'BRIGHT_POINT_EM', 'BRIGHT_POINT_AREA', 'FILAMENTS', 'FILAMENT_DEG', 'FILAMENT_HEIGHT', 'FILAMENT_GRID',
            'FILAMENT_WIDTH', 'FILAMENT_DEPTH', 'PROMINENCE_LEVEL', 'STREAMERS', 'STREAMER_LAT', 'STREAMER_WIDTH',
            'PLUMES', 'PLUME_SPREAD', 'PLUME_WIDTH', 'PLUME_HOURS', 'FAR_BASE', 'FINE_PHASE_DEG', 'EVOLVING',
@@ -35,7 +37,7 @@ __all__ = ['TEXTURE_DEG', 'NETWORK_DEG', 'LANE_WIDTH', 'MAX_TEXTURE_LEVEL', 'NET
            'dipole_line', 'region_loops', 'local_frame', 'loop_points', 'splat', 'bright_points',
            'bright_point_sources', 'filaments', 'filament_points', 'corona_shapes', 'corona_pattern', 'pixel_mean',
            'pixel_means', 'keyframe_days', 'lane_map', 'texture_level', 'Textures', 'draw_disk', 'draw_corona',
-           'draw_blobs', 'draw_filaments', 'region_blobs', 'flare_blobs', 'SunModel']
+           'draw_blobs', 'draw_filaments', 'region_blobs', 'flare_blobs', 'SunModel', 'region_light_curves']
 
 # %% ../../nbs/suvi_fill/sim/33_scene.ipynb 6
 #: Texture grid of the heliographic maps, degrees per cell: 0.25 deg is one 5" pixel at disk centre (640 px).
@@ -239,10 +241,16 @@ DIPOLE_DEPTH = 0.5
 #: moved by pixels against the surface as the region turned: the largest error of the original trainer's table at 300
 #: slots (measured below).
 LOOP_REACH = 4.0
-#: Temperatures of the inner (hot core) and outer (cool fan) loops, log T; DEM width of one loop.
+#: The temperatures (log T) whose band radiances set the time-mean brightness of the inner (hot core) and outer
+#: (cool fan) loops: the fixed temperatures the loops had before they heated and cooled, so the regions keep
+#: their brightness against the quiet Sun; and the DEM width of one strand.
 LOOP_LOGT, LOOP_DEM_WIDTH = (6.55, 5.95), 0.08
-#: Emission measure of a loop relative to the quiet corona (log-uniform range) and its pulse period, minutes.
-LOOP_EM, LOOP_PERIOD_MIN = (1.5, 12.0), (20.0, 90.0)
+#: Time-mean emission measure of a loop relative to the quiet corona (log-uniform range): the former steady
+#: pulse's (1.5, 12) times its mean, 0.15 + 0.85 x 3/8.
+LOOP_EM = (0.70, 5.6)
+#: The bands in which a strand's time mean is that of its `LOOP_LOGT` (what weighs one strand against another):
+#: the bulk of the regions' contrast and of the realism figures.
+LOOP_MEAN_BANDS = (171, 195, 284)
 
 # %% ../../nbs/suvi_fill/sim/33_scene.ipynb 26
 def dipole_line(lines, depth, points: int = LOOP_POINTS):
@@ -260,8 +268,9 @@ def dipole_line(lines, depth, points: int = LOOP_POINTS):
 # %% ../../nbs/suvi_fill/sim/33_scene.ipynb 28
 def region_loops(seed: int, index: int, region: dict) -> dict:
     """The field lines of active region `index` (deterministic in `seed` and `index`): per loop its
-    dipole line L, footpoint offset across the axis, shear, temperature, emission, pulse and the
-    region strength at which it has emerged.  Arrays of `LOOPS_PER_REGION`."""
+    dipole line L, footpoint offset across the axis, shear, its strand's heating (`strand`, the row of
+    `strand_table`; `period` and `phase` of its events, days), the `scale` of its emission and the region
+    strength at which it has emerged.  Arrays of `LOOPS_PER_REGION`."""
     rng = np.random.default_rng([int(seed), int(index), 0x100F])
     n, size = LOOPS_PER_REGION, region["size"]
     depth = DIPOLE_DEPTH * size
@@ -271,14 +280,26 @@ def region_loops(seed: int, index: int, region: dict) -> dict:
     loops = dict(
         depth=depth, lines=lines, across=rng.normal(0, 0.5, n) * size, shear=rng.normal(0, 0.25, n),
         logt=LOOP_LOGT[1] + (LOOP_LOGT[0] - LOOP_LOGT[1]) * hot,
-        em=np.exp(rng.uniform(*np.log(LOOP_EM), n)), period=rng.uniform(*LOOP_PERIOD_MIN, n) / 1440.0,
+        em=np.exp(rng.uniform(*np.log(LOOP_EM), n)), period=rng.uniform(*HEATING_HOURS, n) / 24.0,
         phase=rng.uniform(0, 1, n), emerge=rng.uniform(0, 1, n))
-    # What does not change with time, traced once: the lines' shapes and each loop's band radiances.
+    # What does not change with time, traced once: the lines' shapes and each loop's heating.
     loops["along"], loops["up"], loops["step"] = dipole_line(lines, depth)
-    loops["radiance"] = dem_radiance(loops["logt"], LOOP_DEM_WIDTH)
+    table = strand_table(LOOP_DEM_WIDTH)
+    loops["strand"] = strand_class(loops["step"].sum(1) * 0.5 * SOLAR_RADIUS_M / 1e6, hot)     # half-length, Mm
+    # Events rarer than the cooling: a strand cools (1.2 x to below 0.8 MK) before it is heated again.
+    loops["period"] = np.maximum(loops["period"], 1.2 * table["cooled"][loops["strand"]] / 86400.0)
+    # One scale per strand: on average over its period it has the radiance in `LOOP_MEAN_BANDS` of `em` at
+    # `logt`; then one factor per band for the region's loops together, so that each band keeps the loops'
+    # former mean (see "Calibrating the strands" below).
+    mean = strand_mean(table, loops["strand"], loops["period"] * 86400.0)
+    fixed = loops["em"][:, None] * dem_radiance(loops["logt"], LOOP_DEM_WIDTH)
+    keep = [WAVELENGTHS.index(b) for b in LOOP_MEAN_BANDS]
+    scale = fixed[:, keep].sum(1, keepdims=True) / mean[:, keep].sum(1, keepdims=True)
+    arc = loops["step"].sum(1, keepdims=True)                                 # each loop's flux goes as its length
+    loops["scale"] = scale * (arc * fixed).sum(0) / (arc * scale * mean).sum(0)
     return loops
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 30
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 32
 def local_frame(lat, lon, b0):
     """Observer-frame unit vectors (normal, east, north), each (3, ...) of the surface point at
     heliographic `lat`, central-meridian `lon` (radians): x west, y north, z toward the observer."""
@@ -288,7 +309,7 @@ def local_frame(lat, lon, b0):
     north = np.stack([-sl * so, cl * cb + sl * co * sb, cl * sb - sl * co * cb])
     return normal, east, north
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 32
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 34
 def _coarse_lines(loops: dict, stride: int) -> tuple:
     "The loops' (along, up, step) with every `stride` points merged into one at their mean place, arc summed (cached)."
     key = ("coarse", stride)
@@ -302,7 +323,8 @@ def _coarse_lines(loops: dict, stride: int) -> tuple:
 def loop_points(loops: dict, lat: float, lon: float, tilt: float, b0: float, strength: float, day: float,
                 stride: int = 1):
     """Observer-frame points (3, m) of the emerged loops of one region at `day`, and their band
-    flux (m, 6) per point (radiance x cross-section x arc length, radii²).  `stride` (a divisor of
+    flux (m, 6) per point (radiance x cross-section x arc length, radii²), each loop at its age since its
+    last heating event.  `stride` (a divisor of
     `LOOP_POINTS`) merges that many points into one carrying their flux: coarse pixels need fewer."""
     shown = loops["emerge"] < strength
     if not shown.any():
@@ -315,13 +337,14 @@ def loop_points(loops: dict, lat: float, lon: float, tilt: float, b0: float, str
     across = -np.sin(angle)[None] * east[:, None, None] + np.cos(angle)[None] * north[:, None, None]
     points = (normal[:, None, None] * (1.0 + up)[None] + axis * along[None]
               + across * loops["across"][shown][None, :, None])
-    pulse = np.sin(math.pi * (day / loops["period"][shown] + loops["phase"][shown])) ** 4
-    em = strength * loops["em"][shown] * (0.15 + 0.85 * pulse)
-    flux = (em[:, None] * loops["radiance"][shown])[:, None, :] \
-        * (LOOP_WIDTH * step)[:, :, None]
+    period = loops["period"][shown]
+    age = ((day / period + loops["phase"][shown]) % 1.0) * period * 86400.0       # seconds since the last event
+    radiance = strength * loops["scale"][shown] * strand_flux(strand_table(LOOP_DEM_WIDTH),
+                                                                        loops["strand"][shown], age)
+    flux = radiance[:, None, :] * (LOOP_WIDTH * step)[:, :, None]
     return points.reshape(3, -1), flux.reshape(-1, 6)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 34
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 36
 def splat(image, points, flux, geometry: Geometry, radius_px: float, visible=None) -> None:
     """Add point sources to `image` (bands, rows, cols): `points` (3, m) observer-frame positions in
     radii, `flux` (m, bands) in radiance x radii².  Bilinear, flux kept; points behind the disk dropped."""
@@ -347,7 +370,7 @@ def splat(image, points, flux, geometry: Geometry, radius_px: float, visible=Non
     flat = (index[:, None] + np.arange(bands) * (rows * cols)).ravel()
     image += np.bincount(flat, weight.ravel(), minlength=bands * rows * cols).reshape(image.shape).astype(np.float32)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 36
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 38
 #: Bright points alive at once on the whole Sun (about half face us), their life (hours), temperature
 #: (log T), emission measure relative to the quiet corona and footprint (radii²: ~3 Mm across).  The
 #: emission measure: a few times the quiet Sun; at 5-40 each was a one-pixel spike at 640 px that came
@@ -365,7 +388,7 @@ def bright_points(rng, days: float) -> dict:
                 radiance=np.exp(rng.uniform(*np.log(BRIGHT_POINT_EM), n))[:, None]
                 * dem_radiance(rng.uniform(*BRIGHT_POINT_LOGT, n), 0.1) * BRIGHT_POINT_AREA)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 38
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 40
 def bright_point_sources(points: dict, day: float, b0: float):
     "Observer-frame positions (3, m) and band flux (m, 6) of the bright points alive on `day` (rise and fade)."
     age = (day - points["birth"]) / points["life"]
@@ -375,7 +398,7 @@ def bright_point_sources(points: dict, day: float, b0: float):
     normal, _, _ = local_frame(np.radians(lat), np.radians(lon), b0)
     return normal * 1.003, points["radiance"][alive] * (np.sin(math.pi * age[alive]) ** 2)[:, None]
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 40
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 42
 #: Filaments on the whole Sun, their length (deg), height of the sheet (radii), points along x up.
 FILAMENTS, FILAMENT_DEG, FILAMENT_HEIGHT, FILAMENT_GRID = 8, (6.0, 25.0), (0.015, 0.04), (40, 8)
 #: Filament sheet thickness (radii), absorption depth per band on the disk, and prominence radiance
@@ -392,7 +415,7 @@ def filaments(rng) -> dict:
                 length=rng.uniform(*FILAMENT_DEG, n), angle=rng.normal(0, 0.4, n),
                 height=rng.uniform(*FILAMENT_HEIGHT, n))
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 42
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 44
 def filament_points(sheets: dict, day: float, b0: float):
     "Observer-frame points (3, m) of every filament sheet on `day` and each point's share of sheet area (radii²)."
     along_n, up_n = FILAMENT_GRID
@@ -408,7 +431,7 @@ def filament_points(sheets: dict, day: float, b0: float):
     area = (length / along_n * FILAMENT_WIDTH)[:, None, None] * np.ones((1, along_n, up_n)) / up_n
     return points.reshape(3, -1), area.reshape(-1)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 44
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 46
 #: Streamers on the whole Sun: their count, base latitude range (deg), width in position angle (deg).
 STREAMERS, STREAMER_LAT, STREAMER_WIDTH = 6, 35.0, (8.0, 25.0)
 #: Plumes per polar hole, their spread about the pole and width in position angle (deg), period (hours).
@@ -427,7 +450,7 @@ def corona_shapes(rng) -> dict:
                 plume_width=rng.uniform(*PLUME_WIDTH, m), plume_amp=rng.uniform(0.3, 1.0, m),
                 plume_period=rng.uniform(*PLUME_HOURS, m) / 24.0, plume_phase=rng.uniform(0, 1, m))
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 45
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 47
 def _wrap(angle):
     "Angle in degrees wrapped to [-180, 180)."
     return (angle + 180.0) % 360.0 - 180.0
@@ -452,7 +475,7 @@ def corona_pattern(shapes: dict, pa, day: float):
 #: 1 deg width, so reading it linearly per pixel is within 1 % of evaluating it there.
 _PATTERN_PA = np.arange(-180.0, 180.0, 0.25)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 48
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 50
 #: Fine grid of the radial profiles (radii from the disk centre): the frame's corners are at ~2.4 R.
 _RHO = np.linspace(0.0, 3.0, 6001)
 _LANE_MEAN = LANE_WIDTH / math.sqrt(LANE_WIDTH ** 2 + 2)
@@ -492,7 +515,7 @@ def _corona_profiles(band: int) -> tuple:
     far = np.where(above, OFFLIMB_LEVEL[band] * FAR_SHARE * np.exp(-np.maximum(height, 0) / FAR_SCALE), 0.0)
     return _cumulative(near), _cumulative(far)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 51
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 53
 @functools.lru_cache(maxsize=None)
 def _profile_table() -> np.ndarray:
     "The running integrals stacked (18, len(_RHO)): the disk of each band, then each band's near and far corona."
@@ -518,7 +541,7 @@ def pixel_means(table, rho, radius_px: float) -> np.ndarray:
     below = np.sign(low) * _lookup(table, np.abs(low))
     return ((_lookup(table, rho + half) - below) / (2 * half)).astype(np.float32)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 54
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 56
 #: The evolving heliographic fields and what sets their keyframe spacing: the network, and the slow
 #: and fast parts of the two fine-structure fields every band mixes.
 EVOLVING = ("network", "slow_a", "slow_b", "fast_a", "fast_b")
@@ -556,7 +579,7 @@ def _bilinear(grids: np.ndarray, deg: float, lat, lon) -> np.ndarray:
     bottom = grids[:, y0 + 1, x0] * (1 - wx) + grids[:, y0 + 1, x1] * wx
     return top * (1 - wy) + bottom * wy
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 56
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 58
 #: Smoothing of the lane map, in cells of its texture level.  The lanes are a sharp function of the network
 #: field (its zero crossings), so drawn from a smooth field they are narrower than the cell, and a frame
 #: sampled at pixel centres aliases them; smoothed over a cell they are what a pixel of that size averages.
@@ -578,7 +601,7 @@ def texture_level(radius_px: float) -> int:
     pixel_deg = math.degrees(1.0 / radius_px)
     return int(np.clip(round(math.log2(max(pixel_deg / TEXTURE_DEG, 1.0))), 0, MAX_TEXTURE_LEVEL))
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 58
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 60
 class Textures:
     "The heliographic textures of one Sun: the hole map and the evolving fields, at any pixel size (cached)."
 
@@ -627,7 +650,7 @@ class Textures:
             self._levels[level] = (np.ascontiguousarray(_coarsen(self.holes, level)), TEXTURE_DEG * 2 ** level, stats)
         return self._levels[level]
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 62
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 64
 def draw_disk(image, frame: Frame, textures: Textures) -> None:
     "The quiet disk: limb brightening, network lanes, fine structure and coronal holes, pixel-averaged at the limb and textures at the pixel's level."
     x, y, rho, radius_px, b0, day = frame.x, frame.y, frame.rho, frame.radius_px, frame.b0, frame.day
@@ -654,7 +677,7 @@ def draw_disk(image, frame: Frame, textures: Textures) -> None:
         image[i][on] = (QUIET_RADIANCE[band] * limb[i]
                         * texture * (1 - HOLE_DEPTH[band] * holes))
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 64
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 66
 def draw_corona(image, frame: Frame, shapes: dict) -> None:
     "The off-limb corona: near and far corona with the streamer and plume pattern (`shapes`), pixel-averaged at the limb."
     x, y, rho, radius_px, day = frame.x, frame.y, frame.rho, frame.radius_px, frame.day
@@ -667,7 +690,7 @@ def draw_corona(image, frame: Frame, shapes: dict) -> None:
     for i, band in enumerate(WAVELENGTHS):
         image[i][off] += QUIET_RADIANCE[band] * (profiles[2 * i] * near + profiles[2 * i + 1] * far)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 67
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 69
 @numba.njit(cache=True, nogil=True)
 def _blob_kernel(image, x, y, rho2, centre, spec, radius_px):
     """Add each structure of `spec` (m, 5 + bands: px, py, pz, sigma, sigma_px, amplitudes) to `image`,
@@ -731,7 +754,7 @@ def draw_blobs(image, blobs, frame: Frame) -> None:
     _blob_kernel(image, frame.x, frame.y, frame.rho2, np.column_stack([row, col])[keep], np.ascontiguousarray(spec),
                  float(scale))
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 69
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 71
 def draw_filaments(image, sheets: dict, frame: Frame) -> None:
     "Filaments: absorb what lies under them on the disk; above the limb, prominences glow in 304."
     geometry, radius_px, b0, day = frame.geometry, frame.radius_px, frame.b0, frame.day
@@ -746,12 +769,12 @@ def draw_filaments(image, sheets: dict, frame: Frame) -> None:
     glow = area[:, None] * np.array([PROMINENCE_LEVEL[b] * QUIET_RADIANCE[b] for b in WAVELENGTHS])[None]
     splat(image, points, glow, geometry, radius_px, visible=beyond)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 72
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 74
 #: What `SunModel.render` can draw: the quiet disk (with bright points), filaments and prominences,
 #: the off-limb corona, active regions (diffuse envelope, core and plage), their loops, and flares.
 COMPONENTS = ("disk", "filaments", "corona", "regions", "loops", "flares")
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 73
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 75
 @functools.lru_cache(maxsize=1024)
 def _brightness_bands(centre: float, width: float) -> tuple:
     return tuple(relative_brightness(centre, width))
@@ -794,7 +817,7 @@ def flare_blobs(flares: list, index: int, lat: float, lon: float, day: float) ->
                              FLARE_HEIGHT, 0.012, amps))
     return out
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 76
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 78
 #: Default first day of a Sun (and of an archive): inside the March eclipse season, so a short archive
 #: shows eclipses.
 DEFAULT_START = "2024-03-18"
@@ -866,3 +889,18 @@ class SunModel:
         if "flares" in components:
             blobs += flare_blobs(self.flares, index, lat, lon, day)
         return blobs, loops
+
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 81
+def region_light_curves(model: SunModel, index: int, days) -> np.ndarray:
+    """Band fluxes (len(`days`), 6) of active region `index` of `model` at `days` (days since its start): its
+    envelope, core, plage and loops as `SunModel.render` draws them (radiance x radii²), summed over the
+    whole region whether it faces us or not; flares left out."""
+    region = model.regions[index]
+    loops = region_loops(model.seed, index, region)
+    out = np.zeros((len(days), len(WAVELENGTHS)))
+    for row, day in enumerate(np.asarray(days, np.float64)):
+        strength = region_strength(region, day)
+        blobs = np.array(region_blobs(region, region["lat"], 0.0, strength))
+        out[row] = (blobs[:, 4:] * (2 * math.pi * blobs[:, 3] ** 2)[:, None]).sum(0)
+        out[row] += loop_points(loops, region["lat"], 0.0, region["tilt"], 0.0, strength, day, LOOP_POINTS)[1].sum(0)
+    return out
