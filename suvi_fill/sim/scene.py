@@ -299,7 +299,7 @@ def region_loops(seed: int, index: int, region: dict) -> dict:
     loops["scale"] = scale * (arc * fixed).sum(0) / (arc * scale * mean).sum(0)
     return loops
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 32
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 30
 def local_frame(lat, lon, b0):
     """Observer-frame unit vectors (normal, east, north), each (3, ...) of the surface point at
     heliographic `lat`, central-meridian `lon` (radians): x west, y north, z toward the observer."""
@@ -309,7 +309,7 @@ def local_frame(lat, lon, b0):
     north = np.stack([-sl * so, cl * cb + sl * co * sb, cl * sb - sl * co * cb])
     return normal, east, north
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 34
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 32
 def _coarse_lines(loops: dict, stride: int) -> tuple:
     "The loops' (along, up, step) with every `stride` points merged into one at their mean place, arc summed (cached)."
     key = ("coarse", stride)
@@ -323,9 +323,9 @@ def _coarse_lines(loops: dict, stride: int) -> tuple:
 def loop_points(loops: dict, lat: float, lon: float, tilt: float, b0: float, strength: float, day: float,
                 stride: int = 1):
     """Observer-frame points (3, m) of the emerged loops of one region at `day`, and their band
-    flux (m, 6) per point (radiance x cross-section x arc length, radii²), each loop at its age since its
-    last heating event.  `stride` (a divisor of
-    `LOOP_POINTS`) merges that many points into one carrying their flux: coarse pixels need fewer."""
+    flux (m, 6) per point (radiance x cross-section x arc length, radii²), each loop as it is at its age
+    since its last heating event.  `stride` (a divisor of `LOOP_POINTS`) merges that many points into one
+    carrying their flux: coarse pixels need fewer."""
     shown = loops["emerge"] < strength
     if not shown.any():
         return np.zeros((3, 0)), np.zeros((0, 6))
@@ -339,12 +339,12 @@ def loop_points(loops: dict, lat: float, lon: float, tilt: float, b0: float, str
               + across * loops["across"][shown][None, :, None])
     period = loops["period"][shown]
     age = ((day / period + loops["phase"][shown]) % 1.0) * period * 86400.0       # seconds since the last event
-    radiance = strength * loops["scale"][shown] * strand_flux(strand_table(LOOP_DEM_WIDTH),
-                                                                        loops["strand"][shown], age)
+    track = strand_flux(strand_table(LOOP_DEM_WIDTH), loops["strand"][shown], age)
+    radiance = strength * loops["scale"][shown] * track
     flux = radiance[:, None, :] * (LOOP_WIDTH * step)[:, :, None]
     return points.reshape(3, -1), flux.reshape(-1, 6)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 36
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 34
 def splat(image, points, flux, geometry: Geometry, radius_px: float, visible=None) -> None:
     """Add point sources to `image` (bands, rows, cols): `points` (3, m) observer-frame positions in
     radii, `flux` (m, bands) in radiance x radii².  Bilinear, flux kept; points behind the disk dropped."""
@@ -370,7 +370,7 @@ def splat(image, points, flux, geometry: Geometry, radius_px: float, visible=Non
     flat = (index[:, None] + np.arange(bands) * (rows * cols)).ravel()
     image += np.bincount(flat, weight.ravel(), minlength=bands * rows * cols).reshape(image.shape).astype(np.float32)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 38
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 36
 #: Bright points alive at once on the whole Sun (about half face us), their life (hours), temperature
 #: (log T), emission measure relative to the quiet corona and footprint (radii²: ~3 Mm across).  The
 #: emission measure: a few times the quiet Sun; at 5-40 each was a one-pixel spike at 640 px that came
@@ -388,7 +388,7 @@ def bright_points(rng, days: float) -> dict:
                 radiance=np.exp(rng.uniform(*np.log(BRIGHT_POINT_EM), n))[:, None]
                 * dem_radiance(rng.uniform(*BRIGHT_POINT_LOGT, n), 0.1) * BRIGHT_POINT_AREA)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 40
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 38
 def bright_point_sources(points: dict, day: float, b0: float):
     "Observer-frame positions (3, m) and band flux (m, 6) of the bright points alive on `day` (rise and fade)."
     age = (day - points["birth"]) / points["life"]
@@ -398,7 +398,7 @@ def bright_point_sources(points: dict, day: float, b0: float):
     normal, _, _ = local_frame(np.radians(lat), np.radians(lon), b0)
     return normal * 1.003, points["radiance"][alive] * (np.sin(math.pi * age[alive]) ** 2)[:, None]
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 42
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 40
 #: Filaments on the whole Sun, their length (deg), height of the sheet (radii), points along x up.
 FILAMENTS, FILAMENT_DEG, FILAMENT_HEIGHT, FILAMENT_GRID = 8, (6.0, 25.0), (0.015, 0.04), (40, 8)
 #: Filament sheet thickness (radii), absorption depth per band on the disk, and prominence radiance
@@ -415,7 +415,7 @@ def filaments(rng) -> dict:
                 length=rng.uniform(*FILAMENT_DEG, n), angle=rng.normal(0, 0.4, n),
                 height=rng.uniform(*FILAMENT_HEIGHT, n))
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 44
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 42
 def filament_points(sheets: dict, day: float, b0: float):
     "Observer-frame points (3, m) of every filament sheet on `day` and each point's share of sheet area (radii²)."
     along_n, up_n = FILAMENT_GRID
@@ -431,7 +431,7 @@ def filament_points(sheets: dict, day: float, b0: float):
     area = (length / along_n * FILAMENT_WIDTH)[:, None, None] * np.ones((1, along_n, up_n)) / up_n
     return points.reshape(3, -1), area.reshape(-1)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 46
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 44
 #: Streamers on the whole Sun: their count, base latitude range (deg), width in position angle (deg).
 STREAMERS, STREAMER_LAT, STREAMER_WIDTH = 6, 35.0, (8.0, 25.0)
 #: Plumes per polar hole, their spread about the pole and width in position angle (deg), period (hours).
@@ -450,7 +450,7 @@ def corona_shapes(rng) -> dict:
                 plume_width=rng.uniform(*PLUME_WIDTH, m), plume_amp=rng.uniform(0.3, 1.0, m),
                 plume_period=rng.uniform(*PLUME_HOURS, m) / 24.0, plume_phase=rng.uniform(0, 1, m))
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 47
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 45
 def _wrap(angle):
     "Angle in degrees wrapped to [-180, 180)."
     return (angle + 180.0) % 360.0 - 180.0
@@ -475,7 +475,7 @@ def corona_pattern(shapes: dict, pa, day: float):
 #: 1 deg width, so reading it linearly per pixel is within 1 % of evaluating it there.
 _PATTERN_PA = np.arange(-180.0, 180.0, 0.25)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 50
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 48
 #: Fine grid of the radial profiles (radii from the disk centre): the frame's corners are at ~2.4 R.
 _RHO = np.linspace(0.0, 3.0, 6001)
 _LANE_MEAN = LANE_WIDTH / math.sqrt(LANE_WIDTH ** 2 + 2)
@@ -515,7 +515,7 @@ def _corona_profiles(band: int) -> tuple:
     far = np.where(above, OFFLIMB_LEVEL[band] * FAR_SHARE * np.exp(-np.maximum(height, 0) / FAR_SCALE), 0.0)
     return _cumulative(near), _cumulative(far)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 53
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 51
 @functools.lru_cache(maxsize=None)
 def _profile_table() -> np.ndarray:
     "The running integrals stacked (18, len(_RHO)): the disk of each band, then each band's near and far corona."
@@ -541,7 +541,7 @@ def pixel_means(table, rho, radius_px: float) -> np.ndarray:
     below = np.sign(low) * _lookup(table, np.abs(low))
     return ((_lookup(table, rho + half) - below) / (2 * half)).astype(np.float32)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 56
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 54
 #: The evolving heliographic fields and what sets their keyframe spacing: the network, and the slow
 #: and fast parts of the two fine-structure fields every band mixes.
 EVOLVING = ("network", "slow_a", "slow_b", "fast_a", "fast_b")
@@ -579,7 +579,7 @@ def _bilinear(grids: np.ndarray, deg: float, lat, lon) -> np.ndarray:
     bottom = grids[:, y0 + 1, x0] * (1 - wx) + grids[:, y0 + 1, x1] * wx
     return top * (1 - wy) + bottom * wy
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 58
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 56
 #: Smoothing of the lane map, in cells of its texture level.  The lanes are a sharp function of the network
 #: field (its zero crossings), so drawn from a smooth field they are narrower than the cell, and a frame
 #: sampled at pixel centres aliases them; smoothed over a cell they are what a pixel of that size averages.
@@ -601,7 +601,7 @@ def texture_level(radius_px: float) -> int:
     pixel_deg = math.degrees(1.0 / radius_px)
     return int(np.clip(round(math.log2(max(pixel_deg / TEXTURE_DEG, 1.0))), 0, MAX_TEXTURE_LEVEL))
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 60
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 58
 class Textures:
     "The heliographic textures of one Sun: the hole map and the evolving fields, at any pixel size (cached)."
 
@@ -650,7 +650,7 @@ class Textures:
             self._levels[level] = (np.ascontiguousarray(_coarsen(self.holes, level)), TEXTURE_DEG * 2 ** level, stats)
         return self._levels[level]
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 64
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 62
 def draw_disk(image, frame: Frame, textures: Textures) -> None:
     "The quiet disk: limb brightening, network lanes, fine structure and coronal holes, pixel-averaged at the limb and textures at the pixel's level."
     x, y, rho, radius_px, b0, day = frame.x, frame.y, frame.rho, frame.radius_px, frame.b0, frame.day
@@ -677,7 +677,7 @@ def draw_disk(image, frame: Frame, textures: Textures) -> None:
         image[i][on] = (QUIET_RADIANCE[band] * limb[i]
                         * texture * (1 - HOLE_DEPTH[band] * holes))
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 66
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 64
 def draw_corona(image, frame: Frame, shapes: dict) -> None:
     "The off-limb corona: near and far corona with the streamer and plume pattern (`shapes`), pixel-averaged at the limb."
     x, y, rho, radius_px, day = frame.x, frame.y, frame.rho, frame.radius_px, frame.day
@@ -690,7 +690,7 @@ def draw_corona(image, frame: Frame, shapes: dict) -> None:
     for i, band in enumerate(WAVELENGTHS):
         image[i][off] += QUIET_RADIANCE[band] * (profiles[2 * i] * near + profiles[2 * i + 1] * far)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 69
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 67
 @numba.njit(cache=True, nogil=True)
 def _blob_kernel(image, x, y, rho2, centre, spec, radius_px):
     """Add each structure of `spec` (m, 5 + bands: px, py, pz, sigma, sigma_px, amplitudes) to `image`,
@@ -754,7 +754,7 @@ def draw_blobs(image, blobs, frame: Frame) -> None:
     _blob_kernel(image, frame.x, frame.y, frame.rho2, np.column_stack([row, col])[keep], np.ascontiguousarray(spec),
                  float(scale))
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 71
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 69
 def draw_filaments(image, sheets: dict, frame: Frame) -> None:
     "Filaments: absorb what lies under them on the disk; above the limb, prominences glow in 304."
     geometry, radius_px, b0, day = frame.geometry, frame.radius_px, frame.b0, frame.day
@@ -769,12 +769,12 @@ def draw_filaments(image, sheets: dict, frame: Frame) -> None:
     glow = area[:, None] * np.array([PROMINENCE_LEVEL[b] * QUIET_RADIANCE[b] for b in WAVELENGTHS])[None]
     splat(image, points, glow, geometry, radius_px, visible=beyond)
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 74
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 72
 #: What `SunModel.render` can draw: the quiet disk (with bright points), filaments and prominences,
 #: the off-limb corona, active regions (diffuse envelope, core and plage), their loops, and flares.
 COMPONENTS = ("disk", "filaments", "corona", "regions", "loops", "flares")
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 75
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 73
 @functools.lru_cache(maxsize=1024)
 def _brightness_bands(centre: float, width: float) -> tuple:
     return tuple(relative_brightness(centre, width))
@@ -817,7 +817,7 @@ def flare_blobs(flares: list, index: int, lat: float, lon: float, day: float) ->
                              FLARE_HEIGHT, 0.012, amps))
     return out
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 78
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 76
 #: Default first day of a Sun (and of an archive): inside the March eclipse season, so a short archive
 #: shows eclipses.
 DEFAULT_START = "2024-03-18"
@@ -890,7 +890,7 @@ class SunModel:
             blobs += flare_blobs(self.flares, index, lat, lon, day)
         return blobs, loops
 
-# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 81
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 79
 def region_light_curves(model: SunModel, index: int, days) -> np.ndarray:
     """Band fluxes (len(`days`), 6) of active region `index` of `model` at `days` (days since its start): its
     envelope, core, plage and loops as `SunModel.render` draws them (radiance x radii²), summed over the
