@@ -21,13 +21,15 @@ from suvi_fill.physics.ephemeris import solar_b0, solar_radius_arcsec
 from suvi_fill.sim.emission import (FAR_SCALE, FAR_SHARE, FINE_CONTRAST, HOLE_DEPTH, LIMB_THICKNESS,
                                     NETWORK_CONTRAST, OFFLIMB_LEVEL, OFFLIMB_SCALE, POLAR_FLOOR, QUIET_LEVELS,
                                     QUIET_RADIANCE, dem_radiance, relative_brightness)
+from suvi_fill.physics.ephemeris import SOLAR_RADIUS_M
+from suvi_fill.sim.loops import HEATING_HOURS, strand_class, strand_flux, strand_mean, strand_table
 
 # %% auto 0
 __all__ = ['TEXTURE_DEG', 'NETWORK_DEG', 'LANE_WIDTH', 'MAX_TEXTURE_LEVEL', 'NETWORK_DAYS', 'FINE_SLOPE', 'FINE_INNER_DEG',
            'FINE_OUTER_DEG', 'FINE_DAYS', 'FINE_HOURS', 'FINE_FAST_SHARE', 'AR_HEIGHT', 'CORE_HEIGHT', 'FLARE_HEIGHT',
            'NOISE_STD', 'HOLE_SIZE', 'HOLE_WANDER', 'HOLE_EDGE_DEG', 'EXTRA_HOLES', 'LOOPS_PER_REGION', 'LOOP_POINTS',
            'LOOP_POINT_RADIUS_PX', 'LOOP_WIDTH', 'DIPOLE_DEPTH', 'LOOP_REACH', 'LOOP_LOGT', 'LOOP_DEM_WIDTH', 'LOOP_EM',
-           'LOOP_PERIOD_MIN', 'BRIGHT_POINTS', 'BRIGHT_POINT_HOURS', 'BRIGHT_POINT_LOGT', 'BRIGHT_POINT_EM',
+           'LOOP_MEAN_BANDS', 'BRIGHT_POINTS', 'BRIGHT_POINT_HOURS', 'BRIGHT_POINT_LOGT', 'BRIGHT_POINT_EM',
            'BRIGHT_POINT_AREA', 'FILAMENTS', 'FILAMENT_DEG', 'FILAMENT_HEIGHT', 'FILAMENT_GRID', 'FILAMENT_WIDTH',
            'FILAMENT_DEPTH', 'PROMINENCE_LEVEL', 'STREAMERS', 'STREAMER_LAT', 'STREAMER_WIDTH', 'PLUMES',
            'PLUME_SPREAD', 'PLUME_WIDTH', 'PLUME_HOURS', 'FAR_BASE', 'FINE_PHASE_DEG', 'EVOLVING', 'KEYFRAME_CACHE',
@@ -36,7 +38,8 @@ __all__ = ['TEXTURE_DEG', 'NETWORK_DEG', 'LANE_WIDTH', 'MAX_TEXTURE_LEVEL', 'NET
            'flare_emission', 'loop_stride', 'dipole_line', 'region_loops', 'local_frame', 'loop_points', 'splat',
            'bright_points', 'bright_point_sources', 'filaments', 'filament_points', 'corona_shapes', 'corona_pattern',
            'pixel_mean', 'pixel_means', 'keyframe_days', 'lane_map', 'texture_level', 'Textures', 'draw_disk',
-           'ray_pattern', 'draw_corona', 'draw_blobs', 'draw_filaments', 'region_blobs', 'flare_blobs', 'SunModel']
+           'ray_pattern', 'draw_corona', 'draw_blobs', 'draw_filaments', 'region_blobs', 'flare_blobs', 'SunModel',
+           'region_light_curves']
 
 # %% ../../nbs/suvi_fill/sim/33_scene.ipynb 6
 #: Texture grid of the heliographic maps, degrees per cell: 0.25 deg is one 5" pixel at disk centre (640 px).
@@ -368,10 +371,16 @@ DIPOLE_DEPTH = 0.5
 #: moved by pixels against the surface as the region turned: the largest error of the original trainer's table at 300
 #: slots (measured below).
 LOOP_REACH = 4.0
-#: Temperatures of the inner (hot core) and outer (cool fan) loops, log T; DEM width of one loop.
+#: The temperatures (log T) whose band radiances set the time-mean brightness of the inner (hot core) and outer
+#: (cool fan) loops: the fixed temperatures the loops had before they heated and cooled, so the regions keep
+#: their brightness against the quiet Sun; and the DEM width of one strand.
 LOOP_LOGT, LOOP_DEM_WIDTH = (6.55, 5.95), 0.08
-#: Emission measure of a loop relative to the quiet corona (log-uniform range) and its pulse period, minutes.
-LOOP_EM, LOOP_PERIOD_MIN = (1.5, 12.0), (20.0, 90.0)
+#: Time-mean emission measure of a loop relative to the quiet corona (log-uniform range): the former steady
+#: pulse's (1.5, 12) times its mean, 0.15 + 0.85 x 3/8.
+LOOP_EM = (0.70, 5.6)
+#: The bands in which a strand's time mean is that of its `LOOP_LOGT` (what weighs one strand against another):
+#: the bulk of the regions' contrast and of the realism figures.
+LOOP_MEAN_BANDS = (171, 195, 284)
 
 # %% ../../nbs/suvi_fill/sim/33_scene.ipynb 28
 def dipole_line(lines, depth, points: int = LOOP_POINTS):
@@ -389,8 +398,9 @@ def dipole_line(lines, depth, points: int = LOOP_POINTS):
 # %% ../../nbs/suvi_fill/sim/33_scene.ipynb 30
 def region_loops(seed: int, index: int, region: dict) -> dict:
     """The field lines of active region `index` (deterministic in `seed` and `index`): per loop its
-    dipole line L, footpoint offset across the axis, shear, temperature, emission, pulse and the
-    region strength at which it has emerged.  Arrays of `LOOPS_PER_REGION`."""
+    dipole line L, footpoint offset across the axis, shear, its strand's heating (`strand`, the row of
+    `strand_table`; `period` and `phase` of its events, days), the `scale` of its emission and the region
+    strength at which it has emerged.  Arrays of `LOOPS_PER_REGION`."""
     rng = np.random.default_rng([int(seed), int(index), 0x100F])
     n, size = LOOPS_PER_REGION, region["size"]
     depth = DIPOLE_DEPTH * size
@@ -400,11 +410,23 @@ def region_loops(seed: int, index: int, region: dict) -> dict:
     loops = dict(
         depth=depth, lines=lines, across=rng.normal(0, 0.5, n) * size, shear=rng.normal(0, 0.25, n),
         logt=LOOP_LOGT[1] + (LOOP_LOGT[0] - LOOP_LOGT[1]) * hot,
-        em=np.exp(rng.uniform(*np.log(LOOP_EM), n)), period=rng.uniform(*LOOP_PERIOD_MIN, n) / 1440.0,
+        em=np.exp(rng.uniform(*np.log(LOOP_EM), n)), period=rng.uniform(*HEATING_HOURS, n) / 24.0,
         phase=rng.uniform(0, 1, n), emerge=rng.uniform(0, 1, n))
-    # What does not change with time, traced once: the lines' shapes and each loop's band radiances.
+    # What does not change with time, traced once: the lines' shapes and each loop's heating.
     loops["along"], loops["up"], loops["step"] = dipole_line(lines, depth)
-    loops["radiance"] = dem_radiance(loops["logt"], LOOP_DEM_WIDTH)
+    table = strand_table(LOOP_DEM_WIDTH)
+    loops["strand"] = strand_class(loops["step"].sum(1) * 0.5 * SOLAR_RADIUS_M / 1e6, hot)     # half-length, Mm
+    # Events rarer than the cooling: a strand cools (1.2 x to below 0.8 MK) before it is heated again.
+    loops["period"] = np.maximum(loops["period"], 1.2 * table["cooled"][loops["strand"]] / 86400.0)
+    # One scale per strand: on average over its period it has the radiance in `LOOP_MEAN_BANDS` of `em` at
+    # `logt`; then one factor per band for the region's loops together, so that each band keeps the loops'
+    # former mean (see "Calibrating the strands" below).
+    mean = strand_mean(table, loops["strand"], loops["period"] * 86400.0)
+    fixed = loops["em"][:, None] * dem_radiance(loops["logt"], LOOP_DEM_WIDTH)
+    keep = [WAVELENGTHS.index(b) for b in LOOP_MEAN_BANDS]
+    scale = fixed[:, keep].sum(1, keepdims=True) / mean[:, keep].sum(1, keepdims=True)
+    arc = loops["step"].sum(1, keepdims=True)                                 # each loop's flux goes as its length
+    loops["scale"] = scale * (arc * fixed).sum(0) / (arc * scale * mean).sum(0)
     return loops
 
 # %% ../../nbs/suvi_fill/sim/33_scene.ipynb 32
@@ -431,8 +453,9 @@ def _coarse_lines(loops: dict, stride: int) -> tuple:
 def loop_points(loops: dict, lat: float, lon: float, tilt: float, b0: float, strength: float, day: float,
                 stride: int = 1):
     """Observer-frame points (3, m) of the emerged loops of one region at `day`, and their band
-    flux (m, 6) per point (radiance x cross-section x arc length, radii²).  `stride` (a divisor of
-    `LOOP_POINTS`) merges that many points into one carrying their flux: coarse pixels need fewer."""
+    flux (m, 6) per point (radiance x cross-section x arc length, radii²), each loop as it is at its age
+    since its last heating event.  `stride` (a divisor of `LOOP_POINTS`) merges that many points into one
+    carrying their flux: coarse pixels need fewer."""
     shown = loops["emerge"] < strength
     if not shown.any():
         return np.zeros((3, 0)), np.zeros((0, 6))
@@ -444,10 +467,11 @@ def loop_points(loops: dict, lat: float, lon: float, tilt: float, b0: float, str
     across = -np.sin(angle)[None] * east[:, None, None] + np.cos(angle)[None] * north[:, None, None]
     points = (normal[:, None, None] * (1.0 + up)[None] + axis * along[None]
               + across * loops["across"][shown][None, :, None])
-    pulse = np.sin(math.pi * (day / loops["period"][shown] + loops["phase"][shown])) ** 4
-    em = strength * loops["em"][shown] * (0.15 + 0.85 * pulse)
-    flux = (em[:, None] * loops["radiance"][shown])[:, None, :] \
-        * (LOOP_WIDTH * step)[:, :, None]
+    period = loops["period"][shown]
+    age = ((day / period + loops["phase"][shown]) % 1.0) * period * 86400.0       # seconds since the last event
+    track = strand_flux(strand_table(LOOP_DEM_WIDTH), loops["strand"][shown], age)
+    radiance = strength * loops["scale"][shown] * track
+    flux = radiance[:, None, :] * (LOOP_WIDTH * step)[:, :, None]
     return points.reshape(3, -1), flux.reshape(-1, 6)
 
 # %% ../../nbs/suvi_fill/sim/33_scene.ipynb 36
@@ -1034,3 +1058,18 @@ class SunModel:
         if "flares" in components:
             blobs += flare_blobs(self.flares, index, lat, lon, day)
         return blobs, loops
+
+# %% ../../nbs/suvi_fill/sim/33_scene.ipynb 81
+def region_light_curves(model: SunModel, index: int, days) -> np.ndarray:
+    """Band fluxes (len(`days`), 6) of active region `index` of `model` at `days` (days since its start): its
+    envelope, core, plage and loops as `SunModel.render` draws them (radiance x radii²), summed over the
+    whole region whether it faces us or not; flares left out."""
+    region = model.regions[index]
+    loops = region_loops(model.seed, index, region)
+    out = np.zeros((len(days), len(WAVELENGTHS)))
+    for row, day in enumerate(np.asarray(days, np.float64)):
+        strength = region_strength(region, day)
+        blobs = np.array(region_blobs(region, region["lat"], 0.0, strength))
+        out[row] = (blobs[:, 4:] * (2 * math.pi * blobs[:, 3] ** 2)[:, None]).sum(0)
+        out[row] += loop_points(loops, region["lat"], 0.0, region["tilt"], 0.0, strength, day, LOOP_POINTS)[1].sum(0)
+    return out

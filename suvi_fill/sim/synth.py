@@ -35,7 +35,7 @@ TRUTH_NAME, OUTAGES_NAME = "synth_truth.json", "outages.npz"
 
 
 #: The modules whose code draws an archive, in the order `simulator_digest` reads them.
-SIMULATOR_MODULES = ("emission", "outages", "scene", "instrument", "synth")
+SIMULATOR_MODULES = ("emission", "loops", "outages", "scene", "instrument", "synth")
 
 
 def simulator_digest() -> str:
