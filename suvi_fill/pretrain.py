@@ -100,7 +100,7 @@ def pretrain(out=DEFAULT_OUT, steps: int = PRETRAIN_STEPS, to=None, device: str 
           f"installed {path} ({path.stat().st_size:,} bytes)")
     return record
 
-# %% ../nbs/suvi_fill/92_pretrain.ipynb 15
+
 def pretrain_command(parser):
     "`suvi-fill pretrain [--out DIR] [--steps N] [--to DIR] [--device D]`."
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for the corpus, the run and the bench")

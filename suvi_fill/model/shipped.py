@@ -37,13 +37,13 @@ def shipped_checkpoint(folder=None) -> Path | None:
     path = Path(folder if folder is not None else shipped_dir()) / SHIPPED_CHECKPOINT
     return path if path.is_file() else None
 
-# %% ../../nbs/suvi_fill/model/54_shipped.ipynb 6
+# %% ../../nbs/suvi_fill/model/54_shipped.ipynb 7
 def shipped_for(resolution: int, folder=None) -> Path | None:
     "The shipped checkpoint when it was trained on `resolution`-px corpora; None when there is none or it was not."
     path = shipped_checkpoint(folder)
     return path if path is not None and read(path).resolution == int(resolution) else None
 
-# %% ../../nbs/suvi_fill/model/54_shipped.ipynb 9
+# %% ../../nbs/suvi_fill/model/54_shipped.ipynb 10
 def slim(source, destination, limit: int = SHIPPED_LIMIT_BYTES) -> Path:
     """Write checkpoint `source` without its optimiser state to `destination` (atomically); returns the path.
     `CheckpointError` naming both when the result is larger than `limit` bytes (nothing is left behind)."""
@@ -57,7 +57,7 @@ def slim(source, destination, limit: int = SHIPPED_LIMIT_BYTES) -> Path:
                               f"{limit:,}; train a smaller net (--base, --depth)")
     return destination
 
-# %% ../../nbs/suvi_fill/model/54_shipped.ipynb 12
+# %% ../../nbs/suvi_fill/model/54_shipped.ipynb 13
 def check_shipped(path=None) -> dict:
     """`{"path", "bytes", "net", "ladder", "resolution", "best"}` of the shipped filler (or of checkpoint `path`);
     `CheckpointError` naming the file and what no longer fits (retrain with `suvi-fill pretrain`)."""
@@ -77,7 +77,7 @@ def check_shipped(path=None) -> dict:
     return {"path": str(path), "bytes": size, "net": saved.net, "ladder": list(net.offsets),
             "resolution": saved.resolution, "best": saved.best}
 
-# %% ../../nbs/suvi_fill/model/54_shipped.ipynb 15
+# %% ../../nbs/suvi_fill/model/54_shipped.ipynb 16
 def shipped_record(folder=None) -> dict:
     """`{"training": ..., "bench": ...}` shipped beside the checkpoint in `folder` (default `shipped_dir()`); {} per missing file."""
     folder = Path(folder if folder is not None else shipped_dir())
