@@ -67,9 +67,10 @@ def records(work: Path, args) -> np.ndarray:
     return found
 
 
-def one_run(topology: int, evaluations: int, seed: int, model: str | None) -> list:
+def one_run(topology: int, evaluations: int, seed: int, model: str | None, candidates: int = CANDIDATES) -> list:
     ranker = load_ranker(model) if model else None
-    return population_search(topology, evaluations, seed=seed, symmetry=symmetry_of(topology), ranker=ranker).history
+    return population_search(topology, evaluations, seed=seed, symmetry=symmetry_of(topology), ranker=ranker,
+                             candidates=candidates).history
 
 
 def reach(history, target: float) -> float:
@@ -87,13 +88,13 @@ def evaluate(model: Path, args) -> None:
         raise SystemExit(f"topologies {trained} are training topologies; held out are {HELD_OUT}")
     print(f"\n{'topology':>8} {'sym':>4} {'target':>6} | {'unguided evals':>14} {'reached':>7} {'best':>5} | "
           f"{'guided evals':>12} {'reached':>7} {'best':>5} | saving   (budget {args.evaluations:,}, {args.seeds} seeds, "
-          f"{CANDIDATES} candidates)")
+          f"{args.candidates} candidates)")
     savings = []
     with ProcessPoolExecutor(args.workers) as pool:
         for t in topologies:
             seeds = [1000 + k for k in range(args.seeds)]
             runs = {mode: list(pool.map(one_run, [t] * len(seeds), [args.evaluations] * len(seeds), seeds,
-                                        [m] * len(seeds)))
+                                        [m] * len(seeds), [args.candidates] * len(seeds)))
                     for mode, m in (("unguided", None), ("guided", str(model)))}
             target = float(np.median([h[-1][1] for h in runs["unguided"]]))
             cols = {}
@@ -119,6 +120,7 @@ def main() -> int:
     parser.add_argument("--eval-topologies", default="11,14,44,53,56", help=f"comma-separated, from {HELD_OUT}")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--evaluations", type=int, default=100_000, help="budget per run")
+    parser.add_argument("--candidates", type=int, default=CANDIDATES, help="drawn per member in a guided step")
     parser.add_argument("--workers", type=int, default=1, help="processes (the cores are shared)")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
