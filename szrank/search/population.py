@@ -32,7 +32,7 @@ RESTART_LADDER = ((11, 1), (9, 2), (7, 3), (5, 4))   # restart if best > C after
 LAST_RESTART = 10             # ... and in any case after 10 * ITERATIONS
 INFEASIBLE = 1.0e6            # cost of a configuration with a degenerate vertex
 CANDIDATES = 4                #: candidates per member in a guided step: the best-of-4 oracle reaches the unguided
-                              #: median 60-80 % sooner on held-out topologies; more cost features per evaluation
+                              #: median 47-90 % sooner on held-out symmetric topologies; more cost features per evaluation
 
 # %% ../../nbs/szrank/search/42_population.ipynb 5
 def planes_from_x(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
