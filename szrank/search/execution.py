@@ -47,8 +47,11 @@ def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None =
     as futures on a Dask cluster; summaries in run order."""
     from szrank.plumbing.progress import progress_bar
     steps = _plan(strategy, runs, steps, budget, replicas, iterations, gate if model else 0.0, topology, seed)
-    if model:
+    if model and strategy == "anneal":
         RankerPolicy(model, gate=gate)                       # fail fast on a bad model file or gate
+    elif model:
+        from szrank.ranker.proposals import load_ranker
+        load_ranker(model)                                   # population strategies: an SZTPR001 proposal ranker
     if seed is not None:                                     # this seed's runs already there: refused before any work
         for index in range(runs):
             folder = Path(archive) / str(run_stream(seed, index, strategy)[1])
@@ -168,7 +171,9 @@ def search_command(parser: argparse.ArgumentParser):
                         help="anneal: single-plane moves, every proposal logged (default); population: the public "
                              "solver's optimiser, best configuration saved as best.obj; symmetric: the same on "
                              "configurations with the topology's largest cyclic symmetry (S4 on #38, #43, #59)")
-    parser.add_argument("--model", help="SZTRNK01 model (e.g. current.sztf): ranker-guided logging policy; default uniform")
+    parser.add_argument("--model", help="anneal: SZTRNK01 model (e.g. current.sztf), a ranker-guided logging policy; population, "
+                             "symmetric: SZTPR001 proposal ranker, each member counts its best-ranked of 4 "
+                             "candidates; default unguided")
     parser.add_argument("--gate", type=float, default=GATE_QUANTILE, metavar="Q",
                         help="with --model: roll out only proposals whose predicted improvement probability is at "
                              f"least the Q quantile of the last {GATE_WINDOW} (default {GATE_QUANTILE}; 0: every one)")

@@ -243,25 +243,31 @@ def evaluations_to_reach(curve: tuple[np.ndarray, np.ndarray], target: float) ->
 
 # %% ../../nbs/szrank/search/44_runs.ipynb 27
 def run_population(archive: Path, topology: int | None, budget: int, seed: int | None = None, run_index: int = 0,
-                   progress=None, symmetric: bool = False) -> RunSummary:
+                   progress=None, symmetric: bool = False, model: str | None = None) -> RunSummary:
     """One population-strategy run (`szrank.search.population`; with `symmetric`, on the planes of the topology's
     largest cyclic symmetry, `szrank.geometry.symmetry`): its run folder in `archive` holds the metadata and `best.obj`,
-    and no proposal events (it makes no single-plane moves for the ranker to learn)."""
+    and no proposal events (it makes no single-plane moves for the ranker to learn).  With `model` (an SZTPR001
+    proposal ranker, `szrank.ranker.proposals`) the steps are guided: each member's best-ranked of
+    `szrank.search.population.CANDIDATES` candidates is counted."""
     from szrank.search.obj import write_obj
     from szrank.search.population import population_search
     from szrank.geometry.symmetry import symmetry_of
+    from szrank.ranker.proposals import load_ranker
     strategy = "symmetric" if symmetric else "population"
     check_settings(budget=budget, topology=topology, seed=seed)
     rng, run_id = run_stream(seed, run_index, strategy)
     if topology is None:
         topology = int(rng.integers(TOPOLOGY_COUNT))
     symmetry = symmetry_of(topology) if symmetric else None
+    ranker = load_ranker(model) if model else None
     metadata = dict(topology=topology, seed=seed, run_index=run_index, strategy=strategy, budget=budget)
+    if model:
+        metadata.update(model=str(model))
     if symmetry is not None:
         metadata.update(symmetry=symmetry.name, symmetry_permutation=list(symmetry.permutation))
     with RunWriter(Path(archive), run_id, metadata) as writer:        # the run's folder first: claimed, or refused
         result = population_search(topology, budget, int(rng.integers(2 ** 63)), progress=progress,
-                                   symmetry=symmetry)
+                                   symmetry=symmetry, ranker=ranker)
         write_obj(writer.directory / "best.obj", result.normals, result.offsets, topology)
         writer.update(best_total=result.best_total, best_evaluations=result.best_evaluations,
                       evaluations=result.evaluations, restarts=result.restarts, history=result.history)
@@ -280,7 +286,7 @@ class SearchTask:
     seed: int | None = None
     steps: int | None = None              # annealed runs: logged proposals
     budget: int | None = None             # evaluations (population strategies: required)
-    model: str | None = None              # SZTRNK01 file of a ranker-guided policy; None: uniform
+    model: str | None = None              # SZTRNK01 (anneal) or SZTPR001 (population) ranker; None: unguided
     gate: float = GATE_QUANTILE
     replicas: int = DEFAULT_REPLICAS
     iterations: int = DEFAULT_ITERATIONS
@@ -291,7 +297,8 @@ def run_task(task: SearchTask, progress=None) -> dict:
     "Carry out one task in this process (`progress(k)` as it advances): its `RunSummary` as a dict."
     if task.strategy != "anneal":
         return dataclasses.asdict(run_population(Path(task.archive), task.topology, task.budget, task.seed,
-                                                 task.run_index, progress, symmetric=task.strategy == "symmetric"))
+                                                 task.run_index, progress, symmetric=task.strategy == "symmetric",
+                                                 model=task.model))
     policy = RankerPolicy(task.model, gate=task.gate) if task.model else UniformPolicy()
     return dataclasses.asdict(run_search(Path(task.archive), task.topology, task.steps, task.seed, task.run_index,
                                          policy, task.replicas, task.iterations, task.shard_events, progress,
