@@ -22,8 +22,8 @@ __all__ = ['DT', 'LOG_ABS_DT', 'PRIOR_TAU_SECONDS', 'CROSS_SATELLITE_PRIOR', 'SI
            'FLOW_RADIUS', 'MATCH_CHANNELS', 'ATTENTION_HEADS', 'HEAD_FRAME_PLANES', 'HEAD_SAMPLE_PLANES',
            'RESIDUAL_SCALE', 'KEPT_PLANES', 'HEADS', 'holds', 'prior_logits', 'masked_blend', 'band_prior_logits',
            'prior_blend', 'ConvBlock', 'set_pool', 'masked_median', 'warp', 'FrameAttention', 'cost_volume',
-           'input_channels', 'encoder_layers', 'nearest_distance', 'head_conditioning', 'signed_sum', 'decoder_layers',
-           'flow_layers', 'frame_inputs', 'encode_frames', 'decode', 'flow_warp', 'kept_context', 'blend_output',
+           'input_channels', 'encoder_layers', 'nearest_distance', 'head_conditioning', 'signed_sum', 'kept_context',
+           'decoder_layers', 'flow_layers', 'frame_inputs', 'encode_frames', 'decode', 'flow_warp', 'blend_output',
            'check_shapes', 'NetConfig', 'FillNet', 'build']
 
 # %% ../../nbs/suvi_fill/model/50_net.ipynb 4
@@ -296,88 +296,7 @@ def signed_sum(candidates: torch.Tensor, weights: torch.Tensor, mask: torch.Tens
     return torch.where(m, weights * candidates.float(), zero).sum(1)
 
 
-# %% ../../nbs/suvi_fill/model/50_net.ipynb 46
-def decoder_layers(widths: list, conditioned: bool = False, signed: bool = False, kept: bool = False) -> dict:
-    """`bottom` and `fuse` (the set-pooled decoder), `weight_head` and `residual_head` (last layers zero).
-    `conditioned`: the heads also read `head_conditioning`'s planes (`HEAD_FRAME_PLANES`, `HEAD_SAMPLE_PLANES`);
-    `signed`: the weight head also gives the signed weights (`signed_sum`), `BANDS` more outputs;
-    `kept`: the residual head also reads `kept_context`'s `KEPT_PLANES`."""
-    first, last = widths[0], widths[-1]
-    frame_extra, sample_extra = (HEAD_FRAME_PLANES, HEAD_SAMPLE_PLANES) if conditioned else (0, 0)
-    sample_extra += KEPT_PLANES if kept else 0
-    return dict(
-        bottom=ConvBlock(3 * last, last),
-        fuse=nn.ModuleList(ConvBlock(widths[l + 1] + 3 * widths[l], widths[l]) for l in reversed(range(len(widths) - 1))),
-        weight_head=nn.Sequential(nn.Conv2d(2 * first + frame_extra, first, 1), nn.SiLU(),
-                                  _zero(nn.Conv2d(first, BANDS * (2 if signed else 1), 1))),
-        residual_head=nn.Sequential(nn.Conv2d(first + 4 * BANDS + sample_extra, first, 3, padding=1), nn.SiLU(),
-                                    _zero(nn.Conv2d(first, BANDS, 3, padding=1))))
-
-
-# %% ../../nbs/suvi_fill/model/50_net.ipynb 48
-def flow_layers(widths: list) -> dict:
-    "`match` (the cost volume's projection) and `flow_head` (last layer zero) at the coarsest level."
-    cells, last = (2 * FLOW_RADIUS + 1) ** 2, widths[-1]
-    return dict(match=nn.Conv2d(last, MATCH_CHANNELS, 1),
-                flow_head=nn.Sequential(nn.Conv2d(cells + last, last, 3, padding=1), nn.SiLU(),
-                                        _zero(nn.Conv2d(last, 2, 3, padding=1))))
-
-# %% ../../nbs/suvi_fill/model/50_net.ipynb 51
-def frame_inputs(aligned: torch.Tensor, condition: torch.Tensor, mask: torch.Tensor, coverage, relative: bool) -> tuple:
-    """`(x, candidates)`: every frame's input planes (B*T, C, H, W) and the candidates (B, T, BANDS, H, W),
-    zero where `mask` (`holds`) is False; `coverage` (B, T, H, W) or None (all ones)."""
-    b, t, _, h, w = aligned.shape
-    m = mask[..., None, None]
-    zero = torch.zeros((), device=aligned.device)
-    candidates = torch.where(m, aligned.float(), zero)
-    if coverage is None:
-        coverage = torch.ones((), device=aligned.device).expand(b, t, h, w)
-    inputs = [candidates, m.float().expand(-1, -1, -1, h, w),
-              condition.float()[..., None, None].expand(-1, -1, -1, h, w), coverage.float()[:, :, None]]
-    if relative:
-        median = masked_median(aligned, mask)[:, None]
-        inputs[0] = torch.where(m, aligned.float() - median, zero)
-        inputs.append(median.expand(-1, t, -1, -1, -1))
-        inputs.append(candidates)
-    return torch.cat(inputs, dim=2).reshape(b * t, -1, h, w), candidates
-
-# %% ../../nbs/suvi_fill/model/50_net.ipynb 53
-def encode_frames(net: nn.Module, x: torch.Tensor, b: int, t: int, valid: torch.Tensor) -> tuple:
-    """`(levels, frames)`: the encoder's features per level, (B*T, C, h, w) and as (B, T, C, h, w),
-    the coarsest mixed across frames when the net has attention."""
-    levels = [net.stem(x)]
-    for down, block in zip(net.down, net.encode):
-        levels.append(block(down(levels[-1])))
-    frames = [f.reshape(b, t, *f.shape[1:]) for f in levels]
-    if net.mixer is not None:
-        frames[-1] = net.mixer(frames[-1], valid)
-    return levels, frames
-
-# %% ../../nbs/suvi_fill/model/50_net.ipynb 55
-def decode(net: nn.Module, frames: list, valid: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    "The fused features `d` (B, base, H/2, W/2): set-pooled from the coarsest level up, with skips."
-    d = net.bottom(set_pool(frames[-1], valid, target))
-    for level, block in zip(reversed(range(len(frames) - 1)), net.fuse):
-        skip = set_pool(frames[level], valid, target)
-        d = block(torch.cat([_resize(d, skip.shape[-2:]).to(skip.dtype), skip], dim=1))
-    return d
-
-# %% ../../nbs/suvi_fill/model/50_net.ipynb 56
-def flow_warp(net: nn.Module, coarsest: torch.Tensor, candidates: torch.Tensor, valid: torch.Tensor,
-              target: torch.Tensor) -> torch.Tensor:
-    """`candidates` (B, T, BANDS, H, W) warped by the flow the net reads off a cost volume between
-    each frame's coarsest features (B, T, C, h, w) and the target frame's."""
-    b, t, _, h, w = candidates.shape
-    coarse = coarsest.reshape(b * t, *coarsest.shape[2:])
-    matched = net.match(coarse)
-    matched = matched.reshape(b, t, *matched.shape[1:])
-    reference = set_pool(matched, valid, target)[:, 2 * MATCH_CHANNELS:]   # the target frame's
-    reference = reference[:, None].expand_as(matched).reshape(b * t, *matched.shape[2:])
-    costs = cost_volume(matched.reshape(b * t, *matched.shape[2:]), reference)
-    flow = net.flow_head(torch.cat([costs.to(coarse.dtype), coarse], 1))
-    return warp(candidates.reshape(b * t, BANDS, h, w), _resize(flow.float(), (h, w))).reshape(b, t, BANDS, h, w)
-
-# %% ../../nbs/suvi_fill/model/50_net.ipynb 58
+# %% ../../nbs/suvi_fill/model/50_net.ipynb 47
 #: The residual head's unit, in asinh code: about the RMS of a lost band's residual against the blend on the demo
 #: corpus's validation samples (measured: see above).  A net's `residual_scale`; 1.0 is the original trainer's.
 RESIDUAL_SCALE = 0.01
@@ -405,6 +324,87 @@ def kept_context(aligned: torch.Tensor, condition: torch.Tensor, mask: torch.Ten
     both = (sides[0].any(1) & sides[1].any(1))[..., None, None].expand(-1, -1, h, w)
     return residual, kept.float(), torch.where(both, late - early, zero)
 
+
+# %% ../../nbs/suvi_fill/model/50_net.ipynb 49
+def decoder_layers(widths: list, conditioned: bool = False, signed: bool = False, kept: bool = False) -> dict:
+    """`bottom` and `fuse` (the set-pooled decoder), `weight_head` and `residual_head` (last layers zero).
+    `conditioned`: the heads also read `head_conditioning`'s planes (`HEAD_FRAME_PLANES`, `HEAD_SAMPLE_PLANES`);
+    `signed`: the weight head also gives the signed weights (`signed_sum`), `BANDS` more outputs;
+    `kept`: the residual head also reads `kept_context`'s `KEPT_PLANES`."""
+    first, last = widths[0], widths[-1]
+    frame_extra, sample_extra = (HEAD_FRAME_PLANES, HEAD_SAMPLE_PLANES) if conditioned else (0, 0)
+    sample_extra += KEPT_PLANES if kept else 0
+    return dict(
+        bottom=ConvBlock(3 * last, last),
+        fuse=nn.ModuleList(ConvBlock(widths[l + 1] + 3 * widths[l], widths[l]) for l in reversed(range(len(widths) - 1))),
+        weight_head=nn.Sequential(nn.Conv2d(2 * first + frame_extra, first, 1), nn.SiLU(),
+                                  _zero(nn.Conv2d(first, BANDS * (2 if signed else 1), 1))),
+        residual_head=nn.Sequential(nn.Conv2d(first + 4 * BANDS + sample_extra, first, 3, padding=1), nn.SiLU(),
+                                    _zero(nn.Conv2d(first, BANDS, 3, padding=1))))
+
+
+# %% ../../nbs/suvi_fill/model/50_net.ipynb 51
+def flow_layers(widths: list) -> dict:
+    "`match` (the cost volume's projection) and `flow_head` (last layer zero) at the coarsest level."
+    cells, last = (2 * FLOW_RADIUS + 1) ** 2, widths[-1]
+    return dict(match=nn.Conv2d(last, MATCH_CHANNELS, 1),
+                flow_head=nn.Sequential(nn.Conv2d(cells + last, last, 3, padding=1), nn.SiLU(),
+                                        _zero(nn.Conv2d(last, 2, 3, padding=1))))
+
+# %% ../../nbs/suvi_fill/model/50_net.ipynb 54
+def frame_inputs(aligned: torch.Tensor, condition: torch.Tensor, mask: torch.Tensor, coverage, relative: bool) -> tuple:
+    """`(x, candidates)`: every frame's input planes (B*T, C, H, W) and the candidates (B, T, BANDS, H, W),
+    zero where `mask` (`holds`) is False; `coverage` (B, T, H, W) or None (all ones)."""
+    b, t, _, h, w = aligned.shape
+    m = mask[..., None, None]
+    zero = torch.zeros((), device=aligned.device)
+    candidates = torch.where(m, aligned.float(), zero)
+    if coverage is None:
+        coverage = torch.ones((), device=aligned.device).expand(b, t, h, w)
+    inputs = [candidates, m.float().expand(-1, -1, -1, h, w),
+              condition.float()[..., None, None].expand(-1, -1, -1, h, w), coverage.float()[:, :, None]]
+    if relative:
+        median = masked_median(aligned, mask)[:, None]
+        inputs[0] = torch.where(m, aligned.float() - median, zero)
+        inputs.append(median.expand(-1, t, -1, -1, -1))
+        inputs.append(candidates)
+    return torch.cat(inputs, dim=2).reshape(b * t, -1, h, w), candidates
+
+# %% ../../nbs/suvi_fill/model/50_net.ipynb 56
+def encode_frames(net: nn.Module, x: torch.Tensor, b: int, t: int, valid: torch.Tensor) -> tuple:
+    """`(levels, frames)`: the encoder's features per level, (B*T, C, h, w) and as (B, T, C, h, w),
+    the coarsest mixed across frames when the net has attention."""
+    levels = [net.stem(x)]
+    for down, block in zip(net.down, net.encode):
+        levels.append(block(down(levels[-1])))
+    frames = [f.reshape(b, t, *f.shape[1:]) for f in levels]
+    if net.mixer is not None:
+        frames[-1] = net.mixer(frames[-1], valid)
+    return levels, frames
+
+# %% ../../nbs/suvi_fill/model/50_net.ipynb 58
+def decode(net: nn.Module, frames: list, valid: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    "The fused features `d` (B, base, H/2, W/2): set-pooled from the coarsest level up, with skips."
+    d = net.bottom(set_pool(frames[-1], valid, target))
+    for level, block in zip(reversed(range(len(frames) - 1)), net.fuse):
+        skip = set_pool(frames[level], valid, target)
+        d = block(torch.cat([_resize(d, skip.shape[-2:]).to(skip.dtype), skip], dim=1))
+    return d
+
+# %% ../../nbs/suvi_fill/model/50_net.ipynb 59
+def flow_warp(net: nn.Module, coarsest: torch.Tensor, candidates: torch.Tensor, valid: torch.Tensor,
+              target: torch.Tensor) -> torch.Tensor:
+    """`candidates` (B, T, BANDS, H, W) warped by the flow the net reads off a cost volume between
+    each frame's coarsest features (B, T, C, h, w) and the target frame's."""
+    b, t, _, h, w = candidates.shape
+    coarse = coarsest.reshape(b * t, *coarsest.shape[2:])
+    matched = net.match(coarse)
+    matched = matched.reshape(b, t, *matched.shape[1:])
+    reference = set_pool(matched, valid, target)[:, 2 * MATCH_CHANNELS:]   # the target frame's
+    reference = reference[:, None].expand_as(matched).reshape(b * t, *matched.shape[2:])
+    costs = cost_volume(matched.reshape(b * t, *matched.shape[2:]), reference)
+    flow = net.flow_head(torch.cat([costs.to(coarse.dtype), coarse], 1))
+    return warp(candidates.reshape(b * t, BANDS, h, w), _resize(flow.float(), (h, w))).reshape(b, t, BANDS, h, w)
 
 # %% ../../nbs/suvi_fill/model/50_net.ipynb 60
 def blend_output(net: nn.Module, first_level: torch.Tensor, d: torch.Tensor, candidates: torch.Tensor,
