@@ -14,8 +14,10 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 VARIANTS = [dict(), dict(relative=True), dict(corr_flow=True), dict(attention=True), dict(conditioned=True),
-            dict(signed=True), dict(relative=True, corr_flow=True, attention=True, conditioned=True, signed=True)]
-IDS = ["plain", "relative", "corr_flow", "attention", "conditioned", "signed", "all"]
+            dict(signed=True), dict(kept=True, residual_scale=model.RESIDUAL_SCALE),
+            dict(relative=True, corr_flow=True, attention=True, conditioned=True, signed=True, kept=True,
+                 residual_scale=model.RESIDUAL_SCALE)]
+IDS = ["plain", "relative", "corr_flow", "attention", "conditioned", "signed", "kept", "all"]
 
 
 def make_item(rng, depth, size=(20, 18), target_lost=(0, 3)):

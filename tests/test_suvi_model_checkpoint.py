@@ -33,7 +33,8 @@ def trained(tmp_path_factory):
 
 def test_load_learned_reads_the_trainer_checkpoints(trained):
     net = load_learned(trained / "run" / "last.pt")
-    assert net.config == dict(base=8, depth=2, relative=True, corr_flow=False, attention=True, conditioned=True, signed=True)
+    assert net.config == dict(base=8, depth=2, relative=True, corr_flow=False, attention=True, conditioned=True, signed=True,
+                              kept=True, residual_scale=model.RESIDUAL_SCALE)
     assert net.offsets == samples.OFFSETS and not net.training
     state = torch.load(trained / "run" / "last.pt", weights_only=True)
     assert all(torch.equal(net.state_dict()[k], v) for k, v in state["model"].items())
@@ -70,7 +71,30 @@ def test_load_learned_reads_a_checkpoint_written_the_old_way(trained, tmp_path):
     "A file as the seed's trainer wrote it: no 'net' or 'version', the architecture only in the flags."
     state = torch.load(trained / "run" / "last.pt", weights_only=True)
     del state["net"], state["version"]
+    # The weights of a net of then: its heads read no kept residuals (the trainer's now do, so its own weights
+    # would not be a file the seed's trainer could have written).
+    then = dict(base=8, depth=2, relative=True, corr_flow=False, attention=True, conditioned=True, signed=True)
+    state["model"] = model.build(**then).state_dict()
     torch.save(state, tmp_path / "seed_way.pt")
     net = load_learned(tmp_path / "seed_way.pt")
-    assert net.config == dict(base=8, depth=2, relative=True, corr_flow=False, attention=True, conditioned=True, signed=True)
+    assert net.config == then | dict(kept=False, residual_scale=1.0)
     assert net.offsets == samples.OFFSETS
+
+
+def test_load_learned_reads_a_checkpoint_from_before_the_kept_residuals(trained, tmp_path):
+    "A current-version file whose net config predates `kept` and `residual_scale` loads as the net it was."
+    state = torch.load(trained / "run" / "last.pt", weights_only=True)
+    then = dict(base=8, depth=2, relative=True, corr_flow=False, attention=True, conditioned=True, signed=True)
+    torch.manual_seed(0)
+    old = model.build(**then)
+    torch.nn.init.normal_(old.residual_head[-1].weight, std=0.01)      # a trained head: its scale matters
+    state["net"], state["model"] = dict(then), old.state_dict()
+    torch.save(state, tmp_path / "before_kept.pt")
+    net = load_learned(tmp_path / "before_kept.pt")
+    assert net.config == then | dict(kept=False, residual_scale=1.0)
+    x = (torch.rand(1, 3, model.BANDS, 8, 8), torch.stack([model.frame_conditioning("target", True, 0.0),
+         model.frame_conditioning("anchor", True, 240.0), model.frame_conditioning("anchor", True, -240.0)])[None],
+         torch.ones(1, 3, model.BANDS))
+    x[2][0, 0, :2] = 0
+    with torch.no_grad():
+        assert torch.equal(net(*x), old.eval()(*x))

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 
 import torch
@@ -18,8 +19,8 @@ from suvi_fill.model.net import HEADS, FillNet, NetConfig
 from suvi_fill.plumbing.outputs import writing
 
 # %% auto 0
-__all__ = ['VERSION', 'ZIP_MAGIC', 'CheckpointError', 'Checkpoint', 'state_of', 'save', 'upgrade', 'check_net', 'from_state',
-           'read', 'load_learned']
+__all__ = ['VERSION', 'ZIP_MAGIC', 'V1_HEAD_FIELDS', 'CheckpointError', 'Checkpoint', 'state_of', 'save', 'upgrade', 'check_net',
+           'from_state', 'read', 'load_learned']
 
 # %% ../../nbs/suvi_fill/model/53_checkpoint.ipynb 3
 #: Version of the layout `state_of` writes; files without `version` are the original trainer's (version 1).
@@ -104,6 +105,10 @@ def _load(path: str, device) -> dict:
     return state
 
 # %% ../../nbs/suvi_fill/model/53_checkpoint.ipynb 14
+#: The `NetConfig` fields a version-1 file's heads set: the heads of then had no `kept` planes and a residual in code units.
+V1_HEAD_FIELDS = ("conditioned", "signed")
+
+
 def upgrade(state: dict) -> dict:
     "A loaded dict in the current version: a version-1 file (no `net`) gets the `NetConfig` its flags in `args` say."
     if state.get("net"):
@@ -111,7 +116,8 @@ def upgrade(state: dict) -> dict:
     args = state["args"]
     heads = args.get("heads", "plain" if args.get("plain_heads", True) else "conditioned")
     net = {name: type(default)(args.get(name, default)) for name, default in dataclasses.asdict(NetConfig()).items()}
-    return state | {"version": VERSION, "net": net | HEADS[heads]}
+    return state | {"version": VERSION, "net": net | {k: v for k, v in HEADS[heads].items() if k in V1_HEAD_FIELDS}}
+
 
 # %% ../../nbs/suvi_fill/model/53_checkpoint.ipynb 17
 def _implied(weights: dict) -> dict:
@@ -133,6 +139,10 @@ def check_net(path: str, net: dict, weights: dict) -> None:
         if field not in defaults:
             raise CheckpointError(f"{path}: net config field {field!r} is not a NetConfig setting "
                                   f"({', '.join(defaults)})")
+        if isinstance(defaults[field], float):                   # a scale
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise CheckpointError(f"{path}: net config {field}={value!r} is not a positive finite number")
+            continue
         counted = not isinstance(defaults[field], bool)          # a size, not a switch
         if isinstance(value, bool) == counted or not isinstance(value, int) or (counted and value < 1):
             raise CheckpointError(f"{path}: net config {field}={value!r} is not "

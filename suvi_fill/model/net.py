@@ -19,11 +19,12 @@ from suvi_fill.physics.timebase import SLOT_SECONDS
 
 # %% auto 0
 __all__ = ['DT', 'LOG_ABS_DT', 'PRIOR_TAU_SECONDS', 'CROSS_SATELLITE_PRIOR', 'SIDE_MIN_SLOTS', 'CROSS_SATELLITE_SLOTS',
-           'FLOW_RADIUS', 'MATCH_CHANNELS', 'ATTENTION_HEADS', 'HEAD_FRAME_PLANES', 'HEAD_SAMPLE_PLANES', 'HEADS',
-           'holds', 'prior_logits', 'masked_blend', 'band_prior_logits', 'prior_blend', 'ConvBlock', 'set_pool',
-           'masked_median', 'warp', 'FrameAttention', 'cost_volume', 'input_channels', 'encoder_layers',
-           'nearest_distance', 'head_conditioning', 'signed_sum', 'decoder_layers', 'flow_layers', 'frame_inputs',
-           'encode_frames', 'decode', 'flow_warp', 'blend_output', 'check_shapes', 'NetConfig', 'FillNet', 'build']
+           'FLOW_RADIUS', 'MATCH_CHANNELS', 'ATTENTION_HEADS', 'HEAD_FRAME_PLANES', 'HEAD_SAMPLE_PLANES',
+           'RESIDUAL_SCALE', 'KEPT_PLANES', 'HEADS', 'holds', 'prior_logits', 'masked_blend', 'band_prior_logits',
+           'prior_blend', 'ConvBlock', 'set_pool', 'masked_median', 'warp', 'FrameAttention', 'cost_volume',
+           'input_channels', 'encoder_layers', 'nearest_distance', 'head_conditioning', 'signed_sum', 'kept_context',
+           'decoder_layers', 'flow_layers', 'frame_inputs', 'encode_frames', 'decode', 'flow_warp', 'blend_output',
+           'check_shapes', 'NetConfig', 'FillNet', 'build']
 
 # %% ../../nbs/suvi_fill/model/50_net.ipynb 4
 #: Index of the signed time channel (+ for frames before the target), which the side weights read.
@@ -295,13 +296,44 @@ def signed_sum(candidates: torch.Tensor, weights: torch.Tensor, mask: torch.Tens
     return torch.where(m, weights * candidates.float(), zero).sum(1)
 
 
-# %% ../../nbs/suvi_fill/model/50_net.ipynb 46
-def decoder_layers(widths: list, conditioned: bool = False, signed: bool = False) -> dict:
+# %% ../../nbs/suvi_fill/model/50_net.ipynb 47
+#: The residual head's unit, in asinh code: about the RMS of a lost band's residual against the blend on the demo
+#: corpus's validation samples (measured: see above).  A net's `residual_scale`; 1.0 is the original trainer's.
+RESIDUAL_SCALE = 0.01
+#: Planes `kept_context` adds to the residual head: per band the kept residual, where it is kept, and the change.
+KEPT_PLANES = 3 * BANDS
+
+
+def kept_context(aligned: torch.Tensor, condition: torch.Tensor, mask: torch.Tensor, target: torch.Tensor) -> tuple:
+    """`(residual, kept, change)`, each (B, BANDS, H, W) fp32: per band, the target frame's value minus the prior blend
+    of the other frames (0 where the target lost the band or no other frame holds it), where that is defined
+    (1/0), and the prior blend of the frames after the target minus that of the frames before it (0 unless both
+    sides hold the band).  `aligned` (B, T, BANDS, H, W), `mask` (`holds`, B, T, BANDS), `target` (B, T) bool."""
+    h, w = aligned.shape[-2:]
+    zero = torch.zeros((), device=aligned.device)
+    others = mask & ~target[..., None]
+    logits = band_prior_logits(condition, others)[..., None, None]
+    blend = masked_blend(aligned, logits, others)
+    own = mask & target[..., None]
+    own_bands = torch.where(own[..., None, None], aligned.float(), zero).sum(1)
+    kept = (own.any(1) & others.any(1))[..., None, None].expand(-1, -1, h, w)
+    residual = torch.where(kept, own_bands - blend, zero)
+    before = (condition[..., DT] >= 0)[..., None]
+    sides = [others & before, others & ~before]
+    late, early = (masked_blend(aligned, prior_logits(condition)[..., None, None, None], side) for side in sides[::-1])
+    both = (sides[0].any(1) & sides[1].any(1))[..., None, None].expand(-1, -1, h, w)
+    return residual, kept.float(), torch.where(both, late - early, zero)
+
+
+# %% ../../nbs/suvi_fill/model/50_net.ipynb 49
+def decoder_layers(widths: list, conditioned: bool = False, signed: bool = False, kept: bool = False) -> dict:
     """`bottom` and `fuse` (the set-pooled decoder), `weight_head` and `residual_head` (last layers zero).
     `conditioned`: the heads also read `head_conditioning`'s planes (`HEAD_FRAME_PLANES`, `HEAD_SAMPLE_PLANES`);
-    `signed`: the weight head also gives the signed weights (`signed_sum`), `BANDS` more outputs."""
+    `signed`: the weight head also gives the signed weights (`signed_sum`), `BANDS` more outputs;
+    `kept`: the residual head also reads `kept_context`'s `KEPT_PLANES`."""
     first, last = widths[0], widths[-1]
     frame_extra, sample_extra = (HEAD_FRAME_PLANES, HEAD_SAMPLE_PLANES) if conditioned else (0, 0)
+    sample_extra += KEPT_PLANES if kept else 0
     return dict(
         bottom=ConvBlock(3 * last, last),
         fuse=nn.ModuleList(ConvBlock(widths[l + 1] + 3 * widths[l], widths[l]) for l in reversed(range(len(widths) - 1))),
@@ -310,7 +342,8 @@ def decoder_layers(widths: list, conditioned: bool = False, signed: bool = False
         residual_head=nn.Sequential(nn.Conv2d(first + 4 * BANDS + sample_extra, first, 3, padding=1), nn.SiLU(),
                                     _zero(nn.Conv2d(first, BANDS, 3, padding=1))))
 
-# %% ../../nbs/suvi_fill/model/50_net.ipynb 48
+
+# %% ../../nbs/suvi_fill/model/50_net.ipynb 51
 def flow_layers(widths: list) -> dict:
     "`match` (the cost volume's projection) and `flow_head` (last layer zero) at the coarsest level."
     cells, last = (2 * FLOW_RADIUS + 1) ** 2, widths[-1]
@@ -318,7 +351,7 @@ def flow_layers(widths: list) -> dict:
                 flow_head=nn.Sequential(nn.Conv2d(cells + last, last, 3, padding=1), nn.SiLU(),
                                         _zero(nn.Conv2d(last, 2, 3, padding=1))))
 
-# %% ../../nbs/suvi_fill/model/50_net.ipynb 51
+# %% ../../nbs/suvi_fill/model/50_net.ipynb 54
 def frame_inputs(aligned: torch.Tensor, condition: torch.Tensor, mask: torch.Tensor, coverage, relative: bool) -> tuple:
     """`(x, candidates)`: every frame's input planes (B*T, C, H, W) and the candidates (B, T, BANDS, H, W),
     zero where `mask` (`holds`) is False; `coverage` (B, T, H, W) or None (all ones)."""
@@ -337,7 +370,7 @@ def frame_inputs(aligned: torch.Tensor, condition: torch.Tensor, mask: torch.Ten
         inputs.append(candidates)
     return torch.cat(inputs, dim=2).reshape(b * t, -1, h, w), candidates
 
-# %% ../../nbs/suvi_fill/model/50_net.ipynb 53
+# %% ../../nbs/suvi_fill/model/50_net.ipynb 56
 def encode_frames(net: nn.Module, x: torch.Tensor, b: int, t: int, valid: torch.Tensor) -> tuple:
     """`(levels, frames)`: the encoder's features per level, (B*T, C, h, w) and as (B, T, C, h, w),
     the coarsest mixed across frames when the net has attention."""
@@ -349,7 +382,7 @@ def encode_frames(net: nn.Module, x: torch.Tensor, b: int, t: int, valid: torch.
         frames[-1] = net.mixer(frames[-1], valid)
     return levels, frames
 
-# %% ../../nbs/suvi_fill/model/50_net.ipynb 55
+# %% ../../nbs/suvi_fill/model/50_net.ipynb 58
 def decode(net: nn.Module, frames: list, valid: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     "The fused features `d` (B, base, H/2, W/2): set-pooled from the coarsest level up, with skips."
     d = net.bottom(set_pool(frames[-1], valid, target))
@@ -358,7 +391,7 @@ def decode(net: nn.Module, frames: list, valid: torch.Tensor, target: torch.Tens
         d = block(torch.cat([_resize(d, skip.shape[-2:]).to(skip.dtype), skip], dim=1))
     return d
 
-# %% ../../nbs/suvi_fill/model/50_net.ipynb 56
+# %% ../../nbs/suvi_fill/model/50_net.ipynb 59
 def flow_warp(net: nn.Module, coarsest: torch.Tensor, candidates: torch.Tensor, valid: torch.Tensor,
               target: torch.Tensor) -> torch.Tensor:
     """`candidates` (B, T, BANDS, H, W) warped by the flow the net reads off a cost volume between
@@ -373,14 +406,16 @@ def flow_warp(net: nn.Module, coarsest: torch.Tensor, candidates: torch.Tensor, 
     flow = net.flow_head(torch.cat([costs.to(coarse.dtype), coarse], 1))
     return warp(candidates.reshape(b * t, BANDS, h, w), _resize(flow.float(), (h, w))).reshape(b, t, BANDS, h, w)
 
-# %% ../../nbs/suvi_fill/model/50_net.ipynb 57
+# %% ../../nbs/suvi_fill/model/50_net.ipynb 60
 def blend_output(net: nn.Module, first_level: torch.Tensor, d: torch.Tensor, candidates: torch.Tensor,
                  aligned: torch.Tensor, condition: torch.Tensor, mask: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """(B, BANDS, H, W): the masked softmax blend of `candidates` under the prior logits plus the
     weight head's correction (and, `signed`, its zero-sum signed weights), plus the residual head's
-    output (all exactly 0 untrained)."""
+    output in units of the net's `residual_scale` (all exactly 0 untrained).  `kept`: the residual head
+    also reads `kept_context`, its residuals and changes in those units."""
     b, t, _, h, w = candidates.shape
     zero = torch.zeros((), device=aligned.device)
+    scale = net.settings.residual_scale
     broadcast = d[:, None].expand(b, t, *d.shape[1:]).reshape(b * t, *d.shape[1:])
     head_in = [first_level, broadcast.to(first_level.dtype)]
     if net.conditioned:
@@ -398,10 +433,14 @@ def blend_output(net: nn.Module, first_level: torch.Tensor, d: torch.Tensor, can
     context = [_resize(d, (h, w)), blended, held, own_bands, own.any(1).float().expand(-1, -1, h, w)]
     if net.conditioned:
         context.append(sample_rows[..., None, None].expand(-1, -1, h, w))
+    if net.kept:
+        residual, kept, change = kept_context(aligned, condition, mask, target)
+        context += [residual / scale, kept, change / scale]
     residual = net.residual_head(torch.cat([c.to(d.dtype) for c in context], 1))
-    return blended + residual.float()
+    return blended + residual.float() * scale
 
-# %% ../../nbs/suvi_fill/model/50_net.ipynb 58
+
+# %% ../../nbs/suvi_fill/model/50_net.ipynb 61
 def check_shapes(aligned: torch.Tensor, condition: torch.Tensor, present: torch.Tensor) -> None:
     "`OptionError` (a ValueError) naming the three shapes when they do not make one batch of stacks."
     b, t, bands, h, w = aligned.shape
@@ -411,15 +450,18 @@ def check_shapes(aligned: torch.Tensor, condition: torch.Tensor, present: torch.
                           f"present {tuple(present.shape)} do not match (B, T, {BANDS}, H, W), "
                           f"(B, T, {len(COND_LAYOUT)}), (B, T, {BANDS})")
 
-# %% ../../nbs/suvi_fill/model/50_net.ipynb 61
+# %% ../../nbs/suvi_fill/model/50_net.ipynb 64
 @dataclasses.dataclass(frozen=True)
 class NetConfig:
     """The architecture of a `FillNet`, all of it: what `build` takes and what a checkpoint records.
 
     `base` (width of the first level) and `depth` (levels, each halving the image) size the net;
     `relative` (deviation-from-median inputs), `corr_flow` (cost-volume flow warp) and `attention`
-    (cross-frame attention) are the variants; `conditioned` (the heads read `head_conditioning`) and
-    `signed` (zero-sum signed frame weights, `signed_sum`) the heads'.  `OptionError` for a size below 1.
+    (cross-frame attention) are the variants; `conditioned` (the heads read `head_conditioning`),
+    `signed` (zero-sum signed frame weights, `signed_sum`), `kept` (the residual head reads `kept_context`)
+    and `residual_scale` (the residual head's unit, asinh code) the heads'.  The defaults of the fields added
+    later (`kept`, `residual_scale`) are the nets built before them, so their checkpoints load as they were.
+    `OptionError` for a size below 1 or a scale that is not a positive finite number.
     """
     base: int = 32
     depth: int = 3
@@ -428,16 +470,23 @@ class NetConfig:
     attention: bool = False
     conditioned: bool = False
     signed: bool = False
+    kept: bool = False
+    residual_scale: float = 1.0
 
     def __post_init__(self):
         if self.depth < 1 or self.base < 1:
             raise OptionError(f"build: depth and base must be >= 1 (got depth={self.depth}, base={self.base})")
+        if not (isinstance(self.residual_scale, (int, float)) and math.isfinite(self.residual_scale)
+                and self.residual_scale > 0):
+            raise OptionError(f"build: residual_scale must be a positive finite number (got {self.residual_scale!r})")
 
 
 #: The heads `suvi-fill train` builds, by name (its default "conditioned"; `--plain-heads` the original trainer's).
-HEADS = {"conditioned": dict(conditioned=True, signed=True), "plain": dict(conditioned=False, signed=False)}
+HEADS = {"conditioned": dict(conditioned=True, signed=True, kept=True, residual_scale=RESIDUAL_SCALE),
+         "plain": dict(conditioned=False, signed=False)}
 
-# %% ../../nbs/suvi_fill/model/50_net.ipynb 63
+
+# %% ../../nbs/suvi_fill/model/50_net.ipynb 66
 class FillNet(nn.Module):
     """`forward(aligned, condition, present, coverage=None)` -> (B, BANDS, H, W) asinh-coded bands.
 
@@ -452,13 +501,13 @@ class FillNet(nn.Module):
         super().__init__()
         self.settings = settings
         self.relative, self.corr_flow, self.attention = settings.relative, settings.corr_flow, settings.attention
-        self.conditioned, self.signed = settings.conditioned, settings.signed
+        self.conditioned, self.signed, self.kept = settings.conditioned, settings.signed, settings.kept
         #: The span ladder the net was trained with (set from its checkpoint by `load_learned`; () untrained).
         self.offsets = ()
         widths = [settings.base * 2**level for level in range(settings.depth)]
         layers = encoder_layers(input_channels(self.relative), widths)
         layers["mixer"] = FrameAttention(widths[-1]) if self.attention else None
-        layers |= decoder_layers(widths, self.conditioned, self.signed) | (flow_layers(widths) if self.corr_flow else {})
+        layers |= decoder_layers(widths, self.conditioned, self.signed, self.kept) | (flow_layers(widths) if self.corr_flow else {})
         for name, layer in layers.items():
             setattr(self, name, layer)
 

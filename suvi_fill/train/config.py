@@ -81,7 +81,8 @@ class TrainConfig:
     corr_flow: bool = flag(NetConfig.corr_flow, "variant: cost-volume input to the flow head (default: off)")
     attention: bool = flag(NetConfig.attention, "variant: cross-frame attention on a token grid (default: off)")
     heads: str = flag("conditioned", "variant: the original trainer's heads, which neither read the frames' "
-                      "conditioning (model.head_conditioning) nor give signed weights (model.signed_sum); "
+                      "conditioning (model.head_conditioning) nor give signed weights (model.signed_sum) nor read "
+                      "the kept bands' residuals (model.kept_context), and add their residual in code units; "
                       "default: off", switch=("--plain-heads", "plain"))
     span: int | None = flag(None, f"model input span in slots, a rung of {samples.LADDER}; sets the offset "
                             "ladder and the target margin (default: the manifest's span_min)", int)
