@@ -196,7 +196,10 @@ SEARCH_STEPS = 3000                # records per run = per split (>= the gate's 
                                    # the ranker learned the run-stage confound before the relative signal
 SEARCH_REPLICAS = 2                # rollout chains per proposal: half the default, to keep the stage short
 SEARCH_ITERATIONS = 4              # rollout iterations per chain (9 evaluations per step with 2 replicas)
-SEARCH_WORKERS = 1                 # one process: the cores are shared, and one is as fast as two here
+SEARCH_WORKERS = 2                 # one process per core of the demo's two: the runs are independent and seeded
+                                   # by (seed, run index), so they are the same runs as in one process, in
+                                   # half the wall time on an idle machine (only their start order on disk,
+                                   # and so the exported snapshot's run order and SHA-256, can differ)
 GATE_MINIMUM_RECORDS = 1000        # the trainer's default minimum per reporting split
 SPLIT_NAMES = ("train", "validation", "test", "stress")
 # The search corpus is one 3000-record run per split, so smaller batches and four epochs (about 750
