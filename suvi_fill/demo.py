@@ -11,6 +11,7 @@ import io
 import json
 import shutil
 import sys
+import time
 from pathlib import Path
 
 from suvi_fill.corpus.reader import Corpus
@@ -34,11 +35,17 @@ DEMO_GAPS = (1, 4, 16, 64, 300)
 #: archive's blocks (a few hundred slots) bracket nothing that long.  Eight days make four
 #: windows: two train, one validation, one test (the last, 1,077 slots).
 DEMO_STRETCH = 2 * max(DEMO_GAPS) + 1
+#: The demo's build runs its shards (one per day and satellite) on a local Dask cluster of two worker
+#: processes, one per core of the demo's two: the same shards as the serial build (test_suvi_build_dask), in
+#: about half its wall time on an idle machine.
+DEMO_BUILD_SCHEDULER = "local:2"
+
 
 # %% auto 0
 __all__ = ['DEFAULT_OUT', 'DEMO_DAYS', 'DEMO_OUTAGE_SCALE', 'DEMO_RESOLUTION', 'DEMO_SEED', 'DEMO_SPAN_MIN', 'DEMO_GAPS',
-           'DEMO_STRETCH', 'DEMO_TRAIN', 'DEMO_SAMPLES', 'DEMO_SIDES', 'DEMO_FRAMES', 'DEMO_RGB', 'STAGES',
-           'corpus_stage', 'train_stage', 'bench_stage', 'render_stage', 'demo_command']
+           'DEMO_STRETCH', 'DEMO_BUILD_SCHEDULER', 'DEMO_TRAIN', 'DEMO_SAMPLES', 'DEMO_SIDES', 'DEMO_FRAMES',
+           'DEMO_RGB', 'STAGES', 'cpu_seconds', 'StageClock', 'corpus_stage', 'train_stage', 'bench_stage',
+           'render_stage', 'demo_command']
 
 # %% ../nbs/suvi_fill/91_demo.ipynb 4
 def _demo_rates():
@@ -71,39 +78,74 @@ def _corpus_matches(shards: Path, archive: Path, resolution: int, span_min: int,
             and corpus.span_min == span_min and corpus.manifest.get("split_stretch") == stretch
             and all((shards / n).exists() for n in corpus.listed))
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 8
+# %% ../nbs/suvi_fill/91_demo.ipynb 9
+def cpu_seconds() -> float:
+    "User + system CPU seconds of this process and of its children that have ended (and were waited for)."
+    import resource
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+class StageClock:
+    "The wall and CPU seconds (`cpu_seconds`) of named stages, in the order they ran; `table()` prints them."
+    def __init__(self):
+        self.rows = []
+
+    @contextlib.contextmanager
+    def stage(self, name: str):
+        "Time the block as stage `name` (recorded also when it raises)."
+        wall, cpu = time.perf_counter(), cpu_seconds()
+        try:
+            yield
+        finally:
+            self.rows.append((name, time.perf_counter() - wall, cpu_seconds() - cpu))
+
+    def table(self) -> str:
+        "One line per stage and a total: wall seconds, CPU seconds."
+        width = max([len("stage")] + [len(name) for name, _, _ in self.rows])
+        lines = [f"  {'stage':{width}s}  {'wall s':>8s}  {'CPU s':>8s}"]
+        lines += [f"  {name:{width}s}  {wall:8.1f}  {cpu:8.1f}" for name, wall, cpu in self.rows]
+        lines.append(f"  {'total':{width}s}  {sum(r[1] for r in self.rows):8.1f}  {sum(r[2] for r in self.rows):8.1f}")
+        return "\n".join(lines)
+
+
+# %% ../nbs/suvi_fill/91_demo.ipynb 11
 def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESOLUTION, seed: int = DEMO_SEED,
-                 progress: bool = True) -> Path:
-    "synth -> build -> profile -> inspect into `out`; returns the corpus directory."
+                 progress: bool = True, clock: StageClock | None = None) -> Path:
+    "synth -> build -> profile -> inspect into `out` (each timed by `clock`); returns the corpus directory."
     from suvi_fill.corpus import availability
     from suvi_fill.archive import ingest
     from suvi_fill.sim.synth import synthesize
+    clock = clock or StageClock()
     out = Path(out)
     archive, shards = out / "archive", out / "shards"
-    kept = _archive_matches(archive, days, resolution, seed)
-    if kept:
-        print(f"[synth] reusing the archive in {archive}")
-    else:
-        if archive.exists() and (archive / "synth_truth.json").exists():
-            shutil.rmtree(archive)                       # an earlier demo archive with other settings
-        summary = synthesize(archive, days=days, resolution=resolution, seed=seed, rates=_demo_rates(),
+    with clock.stage("corpus: synth"):
+        kept = _archive_matches(archive, days, resolution, seed)
+        if kept:
+            print(f"[synth] reusing the archive in {archive}")
+        else:
+            if archive.exists() and (archive / "synth_truth.json").exists():
+                shutil.rmtree(archive)                       # an earlier demo archive with other settings
+            summary = synthesize(archive, days=days, resolution=resolution, seed=seed, rates=_demo_rates(),
                                  progress=progress)
-        print(f"[synth] wrote {summary['files']} files to {archive}")
-    if kept and _corpus_matches(shards, archive, resolution, DEMO_SPAN_MIN, DEMO_STRETCH):   # a new archive: new shards
-        print(f"[build] corpus in {shards} is up to date")
-    else:
-        report = ingest.build(archive, shards, resolution=resolution, progress=progress, span_min=DEMO_SPAN_MIN,
-                              split_stretch=DEMO_STRETCH)
-        print(f"[build] {report['shards']} shards from {report['files']} files "
-              f"({report['files_per_second']} files/s) -> {shards}")
-    model = availability.profile(shards)
-    print(f"[profile] {model.slots:,} slots, satellites {model.satellites} -> {shards / availability.AVAILABILITY}")
-    print("[inspect]")
-    for line in Corpus.open(shards).describe():
-        print("  " + line)
+            print(f"[synth] wrote {summary['files']} files to {archive}")
+    with clock.stage("corpus: build"):
+        if kept and _corpus_matches(shards, archive, resolution, DEMO_SPAN_MIN, DEMO_STRETCH):   # a new archive: new shards
+            print(f"[build] corpus in {shards} is up to date")
+        else:
+            report = ingest.build(archive, shards, resolution=resolution, progress=progress, span_min=DEMO_SPAN_MIN,
+                                  split_stretch=DEMO_STRETCH, scheduler=DEMO_BUILD_SCHEDULER)
+            print(f"[build] {report['shards']} shards from {report['files']} files "
+                  f"({report['files_per_second']} files/s) -> {shards}")
+    with clock.stage("corpus: profile, inspect"):
+        model = availability.profile(shards)
+        print(f"[profile] {model.slots:,} slots, satellites {model.satellites} -> {shards / availability.AVAILABILITY}")
+        print("[inspect]")
+        for line in Corpus.open(shards).describe():
+            print("  " + line)
     return shards
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 11
+# %% ../nbs/suvi_fill/91_demo.ipynb 14
 #: The demo's training run, as `TrainConfig` fields (the reasons for each value are above).
 DEMO_TRAIN = dict(base=16, depth=2, batch=16, workers=0, val_samples=48, max_steps=300, eval_every=100,
                   warmup=50, lr=5e-4, plateau_evals=0, epochs=100, seed=0, balance=True, threads=2,
@@ -119,7 +161,7 @@ DEMO_FRAMES = 12
 DEMO_RGB = (304, 171, 195)
 STAGES = ("corpus", "train", "bench", "render")
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 13
+# %% ../nbs/suvi_fill/91_demo.ipynb 16
 def _sha256(path) -> str:
     import hashlib
     digest = hashlib.sha256()
@@ -128,7 +170,7 @@ def _sha256(path) -> str:
             digest.update(block)
     return digest.hexdigest()
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 15
+# %% ../nbs/suvi_fill/91_demo.ipynb 18
 class _Tee(io.TextIOBase):
     "Writes through to `stream` and keeps the text, so a reused run can print its log again."
     def __init__(self, stream):
@@ -144,7 +186,7 @@ class _Tee(io.TextIOBase):
     def lines(self) -> list:
         return [line for line in "".join(self.kept).splitlines() if line.strip()]
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 18
+# %% ../nbs/suvi_fill/91_demo.ipynb 21
 def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
     "Train the demo model into `out/run` (or reuse a finished run); returns `best.pt`."
     from suvi_fill.plumbing.errors import SuviFillError, TrainingAborted
@@ -186,7 +228,7 @@ def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
                                                                if status == 1 else ""))
     return run_dir / "best.pt"
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 20
+# %% ../nbs/suvi_fill/91_demo.ipynb 23
 def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True,
                 sides: str = "bracketed") -> dict:
     """Bench every filler at `sides` gaps into `out/bench[/DEMO_SIDES[sides]]` (or reuse a bench of
@@ -218,7 +260,7 @@ def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", 
 
 
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 22
+# %% ../nbs/suvi_fill/91_demo.ipynb 25
 def render_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True) -> dict:
     "Render `DEMO_FRAMES` RGB frames of GOES-16 around its first lost 171 Å frame, and their movie."
     from suvi_fill.plumbing.files import atomic_write_json
@@ -245,7 +287,7 @@ def render_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu",
           f"{c['missing']} missing) and movie.mp4 -> {where}")
     return index
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 23
+# %% ../nbs/suvi_fill/91_demo.ipynb 26
 def demo_command(parser):
     "`suvi-fill demo [--out DIR] [--until STAGE]`."
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
@@ -262,21 +304,26 @@ def demo_command(parser):
         started = time.perf_counter()
         stop = STAGES.index(args.until)
         print(f"suvi_fill {suvi_fill.__version__}: demo output directory {args.out}")
-        shards = corpus_stage(args.out, progress=not args.quiet)
+        clock = StageClock()
+        shards = corpus_stage(args.out, progress=not args.quiet, clock=clock)
         done = [f"archive {args.out / 'archive'}", f"corpus {shards}"]
         if stop >= 1:
-            checkpoint = train_stage(args.out, shards, args.device)
+            with clock.stage("train"):
+                checkpoint = train_stage(args.out, shards, args.device)
             done.append(f"training run {checkpoint.parent} (best.pt, history.jsonl)")
         if stop >= 2:
             for sides in DEMO_SIDES:
-                result = bench_stage(args.out, shards, checkpoint, args.device, progress=not args.quiet,
-                                     sides=sides)
+                with clock.stage(f"bench: {sides}"):
+                    result = bench_stage(args.out, shards, checkpoint, args.device, progress=not args.quiet,
+                                         sides=sides)
                 print(format_tables(result).split("\n## ")[0].rstrip())
                 done.append(f"bench, {sides} gaps: {args.out / 'bench' / DEMO_SIDES[sides]} "
                             "(bench.json, bench.md, bench.png)")
         if stop >= 3:
-            render_stage(args.out, shards, checkpoint, args.device, progress=not args.quiet)
+            with clock.stage("render"):
+                render_stage(args.out, shards, checkpoint, args.device, progress=not args.quiet)
             done.append(f"frames {args.out / 'render'} (PNG + sidecar JSON, render.json, movie.mp4)")
+        print(f"stage times\n{clock.table()}")
         print(f"done in {time.perf_counter() - started:.0f} s:\n  " + "\n  ".join(done))
         return 0
     return run

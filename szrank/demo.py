@@ -6,9 +6,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -23,9 +25,9 @@ from szrank.train.config import TrainConfig
 __all__ = ['DEFAULT_OUT', 'ARCHIVE_NAME', 'DEMO_TRAINING', 'DEMO_STAGES', 'SEARCH_SEED', 'SEARCH_RUNS', 'SEARCH_STEPS',
            'SEARCH_REPLICAS', 'SEARCH_ITERATIONS', 'SEARCH_WORKERS', 'GATE_MINIMUM_RECORDS', 'SPLIT_NAMES',
            'SEARCH_TRAINING', 'write_archive', 'replay', 'exporter_command', 'replay_main', 'demo_train_config',
-           'train_stage', 'format_metrics', 'report_training', 'run_synthetic_stage', 'search_exporter_command',
-           'search_train_config', 'compare_evaluations', 'compare_policies', 'run_search_stage', 'run_demo',
-           'demo_command']
+           'train_stage', 'format_metrics', 'report_training', 'run_synthetic_stage', 'cpu_seconds', 'StageClock',
+           'search_exporter_command', 'search_train_config', 'compare_evaluations', 'compare_policies',
+           'run_search_stage', 'run_demo', 'demo_command']
 
 # %% ../nbs/szrank/91_demo.ipynb 5
 DEFAULT_OUT = Path("demo-out/szrank")
@@ -156,6 +158,37 @@ def run_synthetic_stage(out: Path, labels_shuffled: bool = False, device: str = 
     return status
 
 # %% ../nbs/szrank/91_demo.ipynb 31
+def cpu_seconds() -> float:
+    "User + system CPU seconds of this process and of its children that have ended (and were waited for)."
+    import resource
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+class StageClock:
+    "The wall and CPU seconds (`cpu_seconds`) of named stages, in the order they ran; `table()` prints them."
+    def __init__(self):
+        self.rows = []
+
+    @contextlib.contextmanager
+    def stage(self, name: str):
+        "Time the block as stage `name` (recorded also when it raises)."
+        wall, cpu = time.perf_counter(), cpu_seconds()
+        try:
+            yield
+        finally:
+            self.rows.append((name, time.perf_counter() - wall, cpu_seconds() - cpu))
+
+    def table(self) -> str:
+        "One line per stage and a total: wall seconds, CPU seconds."
+        width = max([len("stage")] + [len(name) for name, _, _ in self.rows])
+        lines = [f"  {'stage':{width}s}  {'wall s':>8s}  {'CPU s':>8s}"]
+        lines += [f"  {name:{width}s}  {wall:8.1f}  {cpu:8.1f}" for name, wall, cpu in self.rows]
+        lines.append(f"  {'total':{width}s}  {sum(r[1] for r in self.rows):8.1f}  {sum(r[2] for r in self.rows):8.1f}")
+        return "\n".join(lines)
+
+
+# %% ../nbs/szrank/91_demo.ipynb 34
 DEMO_STAGES = ("synthetic", "search")
 SEARCH_SEED = 7                    # the search runs (and so the corpus) are deterministic for this seed
 SEARCH_RUNS = 6                    # the four split runs plus two more, all compared uniform vs guided
@@ -163,7 +196,10 @@ SEARCH_STEPS = 3000                # records per run = per split (>= the gate's 
                                    # the ranker learned the run-stage confound before the relative signal
 SEARCH_REPLICAS = 2                # rollout chains per proposal: half the default, to keep the stage short
 SEARCH_ITERATIONS = 4              # rollout iterations per chain (9 evaluations per step with 2 replicas)
-SEARCH_WORKERS = 1                 # one process: the cores are shared, and one is as fast as two here
+SEARCH_WORKERS = 2                 # one process per core of the demo's two: the runs are independent and seeded
+                                   # by (seed, run index), so they are the same runs as in one process, in
+                                   # half the wall time on an idle machine (only their start order on disk,
+                                   # and so the exported snapshot's run order and SHA-256, can differ)
 GATE_MINIMUM_RECORDS = 1000        # the trainer's default minimum per reporting split
 SPLIT_NAMES = ("train", "validation", "test", "stress")
 # The search corpus is one 3000-record run per split, so smaller batches and four epochs (about 750
@@ -172,7 +208,7 @@ SPLIT_NAMES = ("train", "validation", "test", "stress")
 SEARCH_TRAINING = dict(batch_size=64, shuffle_records=4096, learning_rate=2e-3, report_epochs=4, threads=1,
                        seed=DEMO_SEED)
 
-# %% ../nbs/szrank/91_demo.ipynb 33
+# %% ../nbs/szrank/91_demo.ipynb 36
 def search_exporter_command() -> list[str]:
     "The real exporter, `szrank export`, as `szrank train --exporter` gets it (the console script of this Python)."
     import shutil
@@ -183,7 +219,7 @@ def search_exporter_command() -> list[str]:
                                 "install the package (pip install -e .) to run the search stage")
     return [script, "export"]
 
-# %% ../nbs/szrank/91_demo.ipynb 35
+# %% ../nbs/szrank/91_demo.ipynb 38
 def search_train_config(out: Path, steps: int = SEARCH_STEPS, device: str = "auto") -> TrainConfig:
     "The training run of the search stage (`out` is the demo's DIR)."
     search = Path(out).resolve() / "search"
@@ -192,7 +228,7 @@ def search_train_config(out: Path, steps: int = SEARCH_STEPS, device: str = "aut
                        snapshot_directory=str(search / "snapshots"), output_directory=str(search / "model"),
                        minimum_gate_records=min(GATE_MINIMUM_RECORDS, steps), device=device, **SEARCH_TRAINING)
 
-# %% ../nbs/szrank/91_demo.ipynb 37
+# %% ../nbs/szrank/91_demo.ipynb 40
 def _fresh_search(archive: Path, runs: int, steps: int, model: Path | None = None) -> list:
     "Seeded searches into an emptied `archive` (the demo's own folder: a re-run writes the same runs again)."
     import shutil
@@ -201,7 +237,7 @@ def _fresh_search(archive: Path, runs: int, steps: int, model: Path | None = Non
     return run_searches(archive, runs, steps, SEARCH_SEED, str(model) if model else None, None,
                         SEARCH_REPLICAS, SEARCH_ITERATIONS, SEARCH_WORKERS)
 
-# %% ../nbs/szrank/91_demo.ipynb 38
+# %% ../nbs/szrank/91_demo.ipynb 41
 def compare_evaluations(uniform: float, guided: float) -> str:
     "The guided policy's evaluations to the target against the uniform one's, in words (inf: never reached)."
     if math.isinf(uniform) and math.isinf(guided):
@@ -228,7 +264,7 @@ def _to_target(uniform: list, guided: list, archives: tuple[Path, Path], target:
             f"  {'runs reaching it':34s}{sum(map(math.isfinite, reach[0])):>10}{sum(map(math.isfinite, reach[1])):>10}",
             f"  {compare_evaluations(median[0], median[1])}"]
 
-# %% ../nbs/szrank/91_demo.ipynb 41
+# %% ../nbs/szrank/91_demo.ipynb 44
 def compare_policies(uniform: list, guided: list, archives: tuple[Path, Path] | None = None) -> str:
     """The uniform and guided runs side by side: evaluations to the target (the uniform runs' median best,
     from the runs' events in `archives`, uniform then guided), median and mean best C+I, and run by run."""
@@ -245,27 +281,31 @@ def compare_policies(uniform: list, guided: list, archives: tuple[Path, Path] | 
              + ", ".join(f"{a.topology}: {a.best_total}/{b.best_total}" for a, b in zip(uniform, guided))]
     return "\n".join(lines)
 
-# %% ../nbs/szrank/91_demo.ipynb 44
-def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STEPS, device: str = "auto") -> int:
+# %% ../nbs/szrank/91_demo.ipynb 47
+def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STEPS, device: str = "auto",
+                     clock: StageClock | None = None) -> int:
     """Uniform search -> `szrank export` -> train -> gate -> publish into `out/search/model` -> guided search.
 
     Returns `szrank train`'s exit code: 0 published (and the guided search ran), 4 the gate refused
-    (nothing published, guided search skipped), 2 a failure."""
+    (nothing published, guided search skipped), 2 a failure.  `clock` times its three parts."""
     from szrank.plumbing.files import atomic_write_json
     from szrank.search.execution import format_summaries
     if runs < len(SPLIT_NAMES) or steps <= 0:
         raise OptionError(f"the search stage needs at least {len(SPLIT_NAMES)} runs (train, validation, test, "
                          f"stress) and positive steps, got --search-runs {runs} --search-steps {steps}")
+    clock = clock or StageClock()
     search = Path(out) / "search"
     archive = search / "archive"
     print(f"szrank demo [search]: {runs} uniform runs x {steps} steps (replicas {SEARCH_REPLICAS}, iterations "
           f"{SEARCH_ITERATIONS}, seed {SEARCH_SEED}) into {archive}", flush=True)
-    uniform = _fresh_search(archive, runs, steps)
+    with clock.stage("search: reference searches"):
+        uniform = _fresh_search(archive, runs, steps)
     print(format_summaries(uniform), flush=True)
     atomic_write_json(archive / "splits.json", {name: s.run_id for name, s in zip(SPLIT_NAMES, uniform)})
     print(f"szrank demo [search]: training on the first four runs ({steps:,} records per split; "
           f"gate minimum {min(GATE_MINIMUM_RECORDS, steps):,} records), exporter `szrank export`", flush=True)
-    status = train_stage(search_train_config(out, steps, device))
+    with clock.stage("search: export, train, gate"):
+        status = train_stage(search_train_config(out, steps, device))
     report_training(status, search / "model", "search")
     if status != 0:
         print(f"szrank demo [search]: guided search skipped: no model was published by this run", flush=True)
@@ -273,28 +313,32 @@ def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STE
     model = (search / "model" / "current.sztf").resolve()
     print(f"szrank demo [search]: guided search with {model}, same seeds and budget, into {search / 'guided'}",
           flush=True)
-    guided = _fresh_search(search / "guided", runs, steps, model)
+    with clock.stage("search: guided searches"):
+        guided = _fresh_search(search / "guided", runs, steps, model)
     print(format_summaries(guided))
     print("szrank demo [search]: uniform vs guided")
     print(compare_policies(uniform, guided, (archive, search / "guided")), flush=True)
     return status
 
-# %% ../nbs/szrank/91_demo.ipynb 46
+# %% ../nbs/szrank/91_demo.ipynb 49
 def run_demo(out: Path = DEFAULT_OUT, labels_shuffled: bool = False, device: str = "auto",
              stages=DEMO_STAGES, search_runs: int = SEARCH_RUNS, search_steps: int = SEARCH_STEPS) -> int:
     """The demo's stages in order; returns the synthetic stage's exit code when it runs (0 published, 4 gate
-    failed), else the search stage's.  A search stage failure other than the gate's verdict (2) is returned."""
+    failed), else the search stage's.  A search stage failure other than the gate's verdict (2) is returned.
+    Before the verdict line it prints each stage's wall and CPU seconds (`StageClock`)."""
     unknown = [stage for stage in stages if stage not in DEMO_STAGES]
     if unknown or not stages:
         raise OptionError(f"--stages {','.join(stages)}: choose from {','.join(DEMO_STAGES)}")
     if "search" in stages and (search_runs < len(SPLIT_NAMES) or search_steps <= 0):   # refused before any work
         raise OptionError(f"the search stage needs at least {len(SPLIT_NAMES)} runs (train, validation, test, "
                          f"stress) and positive steps, got --search-runs {search_runs} --search-steps {search_steps}")
-    results = {}
+    results, clock = {}, StageClock()
     if "synthetic" in stages:
-        results["synthetic"] = run_synthetic_stage(out, labels_shuffled, device)
+        with clock.stage("synthetic: corpus, train, gate"):
+            results["synthetic"] = run_synthetic_stage(out, labels_shuffled, device)
     if "search" in stages:
-        results["search"] = run_search_stage(out, search_runs, search_steps, device)
+        results["search"] = run_search_stage(out, search_runs, search_steps, device, clock)
+    print(f"szrank demo: stage times\n{clock.table()}")
     verdict = {0: "published", 4: "gate refused, nothing published"}
     print("szrank demo: " + "; ".join(f"{stage} stage: {verdict.get(code, f'failed ({code})')}"
                                       for stage, code in results.items()), flush=True)
@@ -302,7 +346,7 @@ def run_demo(out: Path = DEFAULT_OUT, labels_shuffled: bool = False, device: str
         return results["search"]
     return results.get("synthetic", results.get("search"))
 
-# %% ../nbs/szrank/91_demo.ipynb 48
+# %% ../nbs/szrank/91_demo.ipynb 51
 def _stages(text: str) -> tuple[str, ...]:
     stages = tuple(part.strip() for part in text.split(",") if part.strip())
     unknown = [stage for stage in stages if stage not in DEMO_STAGES]
@@ -310,7 +354,7 @@ def _stages(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(f"{text!r}: give a comma-separated list of {', '.join(DEMO_STAGES)}")
     return stages
 
-# %% ../nbs/szrank/91_demo.ipynb 50
+# %% ../nbs/szrank/91_demo.ipynb 53
 def demo_command(parser):
     "`szrank demo [--out DIR] [--stages synthetic,search] [--shuffle-labels] [--device D] ...`."
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
@@ -328,7 +372,7 @@ def demo_command(parser):
         return run_demo(args.out, args.shuffle_labels, args.device, args.stages, args.search_runs, args.search_steps)
     return run
 
-# %% ../nbs/szrank/91_demo.ipynb 53
+# %% ../nbs/szrank/91_demo.ipynb 56
 #| eval: false
 if __name__ == "__main__":
     if sys.argv[1:2] == ["replay"]:
