@@ -230,35 +230,41 @@ def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
 
 # %% ../nbs/suvi_fill/91_demo.ipynb 23
 def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True,
-                sides: str = "bracketed") -> dict:
+                sides: str = "bracketed", shipped: bool = True) -> dict:
     """Bench every filler at `sides` gaps into `out/bench[/DEMO_SIDES[sides]]` (or reuse a bench of
-    this corpus, checkpoint and sides); returns bench.json."""
+    this corpus, checkpoint and sides); returns bench.json.  With `shipped`, the filler the package ships
+    (`suvi_fill.model.shipped`) is a row beside the demo's own run, `shipped`, where it fits the corpus."""
     from suvi_fill.corpus import availability
     from suvi_fill.evaluate import bench
     from suvi_fill.corpus.reader import Corpus
+    from suvi_fill.model.shipped import shipped_for
     where = Path(out) / "bench" / DEMO_SIDES[sides]
     corpus = Corpus.open(shards)
     sha = _sha256(checkpoint)
+    extra = shipped_for(corpus.resolution) if shipped else None
+    names = list(bench.FILLER_ORDER) + (["shipped"] if extra is not None else [])
+    extra_sha = _sha256(extra) if extra is not None else None
     try:
         previous = json.loads((where / bench.BENCH_JSON).read_text())
     except (OSError, ValueError):
         previous = None
     if previous and previous.get("manifest") == corpus.digest and previous.get("checkpoint_sha256") == sha \
             and previous.get("gaps") == list(DEMO_GAPS) and previous.get("requested_samples") == DEMO_SAMPLES \
-            and previous.get("sides") == sides and previous.get("fillers") == list(bench.FILLER_ORDER) \
+            and previous.get("sides") == sides and previous.get("fillers") == names \
+            and previous.get("shipped_sha256") == extra_sha \
             and all((where / n).exists() for n in (bench.BENCH_MD, bench.BENCH_PNG)):
         print(f"[bench] reusing {where / bench.BENCH_JSON}")
         return previous
     trace = availability.Availability.load(shards / availability.AVAILABILITY)
     fillers = {n: bench.bench_filler(n, checkpoint=checkpoint, device=device, shards=shards) for n in bench.FILLER_ORDER}
+    if extra is not None:
+        fillers["shipped"] = bench.bench_filler("learned", checkpoint=extra, device=device)
     result = bench.run_bench(shards, corpus, trace, fillers, DEMO_GAPS, DEMO_SAMPLES, device=device,
                              progress=progress, sides=sides)
-    result["checkpoint"], result["checkpoint_sha256"] = str(checkpoint), sha
+    result["checkpoint"], result["checkpoint_sha256"], result["shipped_sha256"] = str(checkpoint), sha, extra_sha
     bench.write_outputs(result, where)
     print(f"[bench] {sides}: {sum(result['samples'].values())} samples in {result['seconds']} s -> {where}")
     return result
-
-
 
 # %% ../nbs/suvi_fill/91_demo.ipynb 25
 def render_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True) -> dict:

@@ -86,7 +86,7 @@ def pretrain(out=DEFAULT_OUT, steps: int = PRETRAIN_STEPS, to=None, device: str 
     if not best.exists():
         raise SuviFillError(f"training wrote no {best} (exit {status})")
     trained_cpu = time.process_time() - cpu
-    bench = demo.bench_stage(out, shards, best, device, progress=progress)
+    bench = demo.bench_stage(out, shards, best, device, progress=progress, shipped=False)
     curve = validation_curve(run_dir / "history.jsonl")
     record = {"command": f"suvi-fill pretrain --out {out} --steps {int(steps)}", "version": suvi_fill.__version__,
               "settings": settings, "net": net_config(config), "status": int(status), "steps": curve[-1][0] if curve else 0,
