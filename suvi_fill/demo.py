@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from suvi_fill.corpus.reader import Corpus
+from suvi_fill.plumbing.progress import StageClock
 
 DEFAULT_OUT = Path("demo-out/suvi_fill")
 #: Demo archive: eight days of both satellites at 64 px, seed 0, with the random outages a
@@ -41,12 +42,10 @@ DEMO_STRETCH = 2 * max(DEMO_GAPS) + 1
 #: demo's whole archive (31,831 files) with both cores free; its wall time on idle cores is still to measure.
 DEMO_BUILD_SCHEDULER = "local:2"
 
-
 # %% auto 0
 __all__ = ['DEFAULT_OUT', 'DEMO_DAYS', 'DEMO_OUTAGE_SCALE', 'DEMO_RESOLUTION', 'DEMO_SEED', 'DEMO_SPAN_MIN', 'DEMO_GAPS',
            'DEMO_STRETCH', 'DEMO_BUILD_SCHEDULER', 'DEMO_TRAIN', 'DEMO_SAMPLES', 'DEMO_SIDES', 'DEMO_FRAMES',
-           'DEMO_RGB', 'STAGES', 'cpu_seconds', 'StageClock', 'corpus_stage', 'train_stage', 'bench_stage',
-           'render_stage', 'demo_command']
+           'DEMO_RGB', 'STAGES', 'corpus_stage', 'train_stage', 'bench_stage', 'render_stage', 'demo_command']
 
 # %% ../nbs/suvi_fill/91_demo.ipynb 4
 def _demo_rates():
@@ -80,37 +79,6 @@ def _corpus_matches(shards: Path, archive: Path, resolution: int, span_min: int,
             and all((shards / n).exists() for n in corpus.listed))
 
 # %% ../nbs/suvi_fill/91_demo.ipynb 9
-def cpu_seconds() -> float:
-    "User + system CPU seconds of this process and of its children that have ended (and were waited for)."
-    import resource
-    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
-                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
-
-
-class StageClock:
-    "The wall and CPU seconds (`cpu_seconds`) of named stages, in the order they ran; `table()` prints them."
-    def __init__(self):
-        self.rows = []
-
-    @contextlib.contextmanager
-    def stage(self, name: str):
-        "Time the block as stage `name` (recorded also when it raises)."
-        wall, cpu = time.perf_counter(), cpu_seconds()
-        try:
-            yield
-        finally:
-            self.rows.append((name, time.perf_counter() - wall, cpu_seconds() - cpu))
-
-    def table(self) -> str:
-        "One line per stage and a total: wall seconds, CPU seconds."
-        width = max([len("stage")] + [len(name) for name, _, _ in self.rows])
-        lines = [f"  {'stage':{width}s}  {'wall s':>8s}  {'CPU s':>8s}"]
-        lines += [f"  {name:{width}s}  {wall:8.1f}  {cpu:8.1f}" for name, wall, cpu in self.rows]
-        lines.append(f"  {'total':{width}s}  {sum(r[1] for r in self.rows):8.1f}  {sum(r[2] for r in self.rows):8.1f}")
-        return "\n".join(lines)
-
-
-# %% ../nbs/suvi_fill/91_demo.ipynb 11
 def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESOLUTION, seed: int = DEMO_SEED,
                  progress: bool = True, clock: StageClock | None = None) -> Path:
     "synth -> build -> profile -> inspect into `out` (each timed by `clock`); returns the corpus directory."
@@ -146,7 +114,7 @@ def corpus_stage(out: Path, days: float = DEMO_DAYS, resolution: int = DEMO_RESO
             print("  " + line)
     return shards
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 14
+# %% ../nbs/suvi_fill/91_demo.ipynb 12
 #: The demo's training run, as `TrainConfig` fields (the reasons for each value are above).
 DEMO_TRAIN = dict(base=16, depth=2, batch=16, workers=0, val_samples=48, max_steps=300, eval_every=100,
                   warmup=50, lr=5e-4, plateau_evals=0, epochs=100, seed=0, balance=True, threads=2,
@@ -162,7 +130,7 @@ DEMO_FRAMES = 12
 DEMO_RGB = (304, 171, 195)
 STAGES = ("corpus", "train", "bench", "render")
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 16
+# %% ../nbs/suvi_fill/91_demo.ipynb 14
 def _sha256(path) -> str:
     import hashlib
     digest = hashlib.sha256()
@@ -171,7 +139,7 @@ def _sha256(path) -> str:
             digest.update(block)
     return digest.hexdigest()
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 18
+# %% ../nbs/suvi_fill/91_demo.ipynb 16
 class _Tee(io.TextIOBase):
     "Writes through to `stream` and keeps the text, so a reused run can print its log again."
     def __init__(self, stream):
@@ -187,7 +155,7 @@ class _Tee(io.TextIOBase):
     def lines(self) -> list:
         return [line for line in "".join(self.kept).splitlines() if line.strip()]
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 21
+# %% ../nbs/suvi_fill/91_demo.ipynb 19
 def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
     "Train the demo model into `out/run` (or reuse a finished run); returns `best.pt`."
     from suvi_fill.plumbing.errors import SuviFillError, TrainingAborted
@@ -229,7 +197,7 @@ def train_stage(out: Path, shards: Path, device: str = "cpu") -> Path:
                                                                if status == 1 else ""))
     return run_dir / "best.pt"
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 23
+# %% ../nbs/suvi_fill/91_demo.ipynb 21
 def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True,
                 sides: str = "bracketed", shipped: bool = True) -> dict:
     """Bench every filler at `sides` gaps into `out/bench[/DEMO_SIDES[sides]]` (or reuse a bench of
@@ -267,7 +235,7 @@ def bench_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", 
     print(f"[bench] {sides}: {sum(result['samples'].values())} samples in {result['seconds']} s -> {where}")
     return result
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 25
+# %% ../nbs/suvi_fill/91_demo.ipynb 23
 def render_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu", progress: bool = True) -> dict:
     "Render `DEMO_FRAMES` RGB frames of GOES-16 around its first lost 171 Å frame, and their movie."
     from suvi_fill.plumbing.files import atomic_write_json
@@ -294,7 +262,7 @@ def render_stage(out: Path, shards: Path, checkpoint: Path, device: str = "cpu",
           f"{c['missing']} missing) and movie.mp4 -> {where}")
     return index
 
-# %% ../nbs/suvi_fill/91_demo.ipynb 26
+# %% ../nbs/suvi_fill/91_demo.ipynb 24
 def demo_command(parser):
     "`suvi-fill demo [--out DIR] [--until STAGE]`."
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")

@@ -20,14 +20,15 @@ from szrank.stream.format import (EXPORT_HEADER, RECORD_DTYPE, run_key, run_keys
                            write_stream)
 from szrank.stream.synthetic import DEMO_RECORDS, DEMO_SEED, synthesize_corpus
 from szrank.train.config import TrainConfig
+from szrank.plumbing.progress import StageClock
 
 # %% auto 0
 __all__ = ['DEFAULT_OUT', 'ARCHIVE_NAME', 'DEMO_TRAINING', 'DEMO_STAGES', 'SEARCH_SEED', 'SEARCH_RUNS', 'SEARCH_STEPS',
            'SEARCH_REPLICAS', 'SEARCH_ITERATIONS', 'SEARCH_WORKERS', 'GATE_MINIMUM_RECORDS', 'SPLIT_NAMES',
            'SEARCH_TRAINING', 'write_archive', 'replay', 'exporter_command', 'replay_main', 'demo_train_config',
-           'train_stage', 'format_metrics', 'report_training', 'run_synthetic_stage', 'cpu_seconds', 'StageClock',
-           'search_exporter_command', 'search_train_config', 'compare_evaluations', 'compare_policies',
-           'run_search_stage', 'run_demo', 'demo_command']
+           'train_stage', 'format_metrics', 'report_training', 'run_synthetic_stage', 'search_exporter_command',
+           'search_train_config', 'compare_evaluations', 'compare_policies', 'run_search_stage', 'run_demo',
+           'demo_command']
 
 # %% ../nbs/szrank/91_demo.ipynb 5
 DEFAULT_OUT = Path("demo-out/szrank")
@@ -157,38 +158,7 @@ def run_synthetic_stage(out: Path, labels_shuffled: bool = False, device: str = 
     report_training(status, out / "model", "synthetic")
     return status
 
-# %% ../nbs/szrank/91_demo.ipynb 31
-def cpu_seconds() -> float:
-    "User + system CPU seconds of this process and of its children that have ended (and were waited for)."
-    import resource
-    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
-                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
-
-
-class StageClock:
-    "The wall and CPU seconds (`cpu_seconds`) of named stages, in the order they ran; `table()` prints them."
-    def __init__(self):
-        self.rows = []
-
-    @contextlib.contextmanager
-    def stage(self, name: str):
-        "Time the block as stage `name` (recorded also when it raises)."
-        wall, cpu = time.perf_counter(), cpu_seconds()
-        try:
-            yield
-        finally:
-            self.rows.append((name, time.perf_counter() - wall, cpu_seconds() - cpu))
-
-    def table(self) -> str:
-        "One line per stage and a total: wall seconds, CPU seconds."
-        width = max([len("stage")] + [len(name) for name, _, _ in self.rows])
-        lines = [f"  {'stage':{width}s}  {'wall s':>8s}  {'CPU s':>8s}"]
-        lines += [f"  {name:{width}s}  {wall:8.1f}  {cpu:8.1f}" for name, wall, cpu in self.rows]
-        lines.append(f"  {'total':{width}s}  {sum(r[1] for r in self.rows):8.1f}  {sum(r[2] for r in self.rows):8.1f}")
-        return "\n".join(lines)
-
-
-# %% ../nbs/szrank/91_demo.ipynb 34
+# %% ../nbs/szrank/91_demo.ipynb 32
 DEMO_STAGES = ("synthetic", "search")
 SEARCH_SEED = 7                    # the search runs (and so the corpus) are deterministic for this seed
 SEARCH_RUNS = 6                    # the four split runs plus two more, all compared uniform vs guided
@@ -208,7 +178,7 @@ SPLIT_NAMES = ("train", "validation", "test", "stress")
 SEARCH_TRAINING = dict(batch_size=64, shuffle_records=4096, learning_rate=2e-3, report_epochs=4, threads=1,
                        seed=DEMO_SEED)
 
-# %% ../nbs/szrank/91_demo.ipynb 36
+# %% ../nbs/szrank/91_demo.ipynb 34
 def search_exporter_command() -> list[str]:
     "The real exporter, `szrank export`, as `szrank train --exporter` gets it (the console script of this Python)."
     import shutil
@@ -219,7 +189,7 @@ def search_exporter_command() -> list[str]:
                                 "install the package (pip install -e .) to run the search stage")
     return [script, "export"]
 
-# %% ../nbs/szrank/91_demo.ipynb 38
+# %% ../nbs/szrank/91_demo.ipynb 36
 def search_train_config(out: Path, steps: int = SEARCH_STEPS, device: str = "auto") -> TrainConfig:
     "The training run of the search stage (`out` is the demo's DIR)."
     search = Path(out).resolve() / "search"
@@ -228,7 +198,7 @@ def search_train_config(out: Path, steps: int = SEARCH_STEPS, device: str = "aut
                        snapshot_directory=str(search / "snapshots"), output_directory=str(search / "model"),
                        minimum_gate_records=min(GATE_MINIMUM_RECORDS, steps), device=device, **SEARCH_TRAINING)
 
-# %% ../nbs/szrank/91_demo.ipynb 40
+# %% ../nbs/szrank/91_demo.ipynb 38
 def _fresh_search(archive: Path, runs: int, steps: int, model: Path | None = None) -> list:
     "Seeded searches into an emptied `archive` (the demo's own folder: a re-run writes the same runs again)."
     import shutil
@@ -237,7 +207,7 @@ def _fresh_search(archive: Path, runs: int, steps: int, model: Path | None = Non
     return run_searches(archive, runs, steps, SEARCH_SEED, str(model) if model else None, None,
                         SEARCH_REPLICAS, SEARCH_ITERATIONS, SEARCH_WORKERS)
 
-# %% ../nbs/szrank/91_demo.ipynb 41
+# %% ../nbs/szrank/91_demo.ipynb 39
 def compare_evaluations(uniform: float, guided: float) -> str:
     "The guided policy's evaluations to the target against the uniform one's, in words (inf: never reached)."
     if math.isinf(uniform) and math.isinf(guided):
@@ -264,7 +234,7 @@ def _to_target(uniform: list, guided: list, archives: tuple[Path, Path], target:
             f"  {'runs reaching it':34s}{sum(map(math.isfinite, reach[0])):>10}{sum(map(math.isfinite, reach[1])):>10}",
             f"  {compare_evaluations(median[0], median[1])}"]
 
-# %% ../nbs/szrank/91_demo.ipynb 44
+# %% ../nbs/szrank/91_demo.ipynb 42
 def compare_policies(uniform: list, guided: list, archives: tuple[Path, Path] | None = None) -> str:
     """The uniform and guided runs side by side: evaluations to the target (the uniform runs' median best,
     from the runs' events in `archives`, uniform then guided), median and mean best C+I, and run by run."""
@@ -281,7 +251,7 @@ def compare_policies(uniform: list, guided: list, archives: tuple[Path, Path] | 
              + ", ".join(f"{a.topology}: {a.best_total}/{b.best_total}" for a, b in zip(uniform, guided))]
     return "\n".join(lines)
 
-# %% ../nbs/szrank/91_demo.ipynb 47
+# %% ../nbs/szrank/91_demo.ipynb 45
 def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STEPS, device: str = "auto",
                      clock: StageClock | None = None) -> int:
     """Uniform search -> `szrank export` -> train -> gate -> publish into `out/search/model` -> guided search.
@@ -320,7 +290,7 @@ def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STE
     print(compare_policies(uniform, guided, (archive, search / "guided")), flush=True)
     return status
 
-# %% ../nbs/szrank/91_demo.ipynb 49
+# %% ../nbs/szrank/91_demo.ipynb 47
 def run_demo(out: Path = DEFAULT_OUT, labels_shuffled: bool = False, device: str = "auto",
              stages=DEMO_STAGES, search_runs: int = SEARCH_RUNS, search_steps: int = SEARCH_STEPS) -> int:
     """The demo's stages in order; returns the synthetic stage's exit code when it runs (0 published, 4 gate
@@ -346,7 +316,7 @@ def run_demo(out: Path = DEFAULT_OUT, labels_shuffled: bool = False, device: str
         return results["search"]
     return results.get("synthetic", results.get("search"))
 
-# %% ../nbs/szrank/91_demo.ipynb 51
+# %% ../nbs/szrank/91_demo.ipynb 49
 def _stages(text: str) -> tuple[str, ...]:
     stages = tuple(part.strip() for part in text.split(",") if part.strip())
     unknown = [stage for stage in stages if stage not in DEMO_STAGES]
@@ -354,7 +324,7 @@ def _stages(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(f"{text!r}: give a comma-separated list of {', '.join(DEMO_STAGES)}")
     return stages
 
-# %% ../nbs/szrank/91_demo.ipynb 53
+# %% ../nbs/szrank/91_demo.ipynb 51
 def demo_command(parser):
     "`szrank demo [--out DIR] [--stages synthetic,search] [--shuffle-labels] [--device D] ...`."
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
@@ -372,7 +342,7 @@ def demo_command(parser):
         return run_demo(args.out, args.shuffle_labels, args.device, args.stages, args.search_runs, args.search_steps)
     return run
 
-# %% ../nbs/szrank/91_demo.ipynb 56
+# %% ../nbs/szrank/91_demo.ipynb 54
 #| eval: false
 if __name__ == "__main__":
     if sys.argv[1:2] == ["replay"]:

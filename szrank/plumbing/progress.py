@@ -26,7 +26,8 @@ def line_seconds() -> float:
     return value if value >= 0 else LINE_SECONDS
 
 # %% auto 0
-__all__ = ['LINE_SECONDS', 'LINE_SECONDS_ENV', 'line_seconds', 'ProgressLines', 'silenced', 'interactive', 'progress_bar']
+__all__ = ['LINE_SECONDS', 'LINE_SECONDS_ENV', 'line_seconds', 'ProgressLines', 'silenced', 'interactive', 'progress_bar',
+           'cpu_seconds', 'StageClock']
 
 # %% ../../nbs/szrank/plumbing/08_progress.ipynb 6
 def _amount(value: float, unit: str) -> str:
@@ -159,3 +160,33 @@ def progress_bar(iterable: Iterable | None = None, *, total: float | None = None
                     **({"file": file} if file is not None else {}), **options)
     return ProgressLines(iterable, total=total, desc=desc, unit=unit, file=file,
                          initial=options.get("initial", 0), unit_scale=options.get("unit_scale", False))
+
+# %% ../../nbs/szrank/plumbing/08_progress.ipynb 14
+def cpu_seconds() -> float:
+    "User + system CPU seconds of this process and of its children that have ended (and were waited for)."
+    import resource
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+class StageClock:
+    "The wall and CPU seconds (`cpu_seconds`) of named stages, in the order they ran; `table()` prints them."
+    def __init__(self):
+        self.rows = []
+
+    @contextlib.contextmanager
+    def stage(self, name: str):
+        "Time the block as stage `name` (recorded also when it raises)."
+        wall, cpu = time.perf_counter(), cpu_seconds()
+        try:
+            yield
+        finally:
+            self.rows.append((name, time.perf_counter() - wall, cpu_seconds() - cpu))
+
+    def table(self) -> str:
+        "One line per stage and a total: wall seconds, CPU seconds."
+        width = max([len("stage")] + [len(name) for name, _, _ in self.rows])
+        lines = [f"  {'stage':{width}s}  {'wall s':>8s}  {'CPU s':>8s}"]
+        lines += [f"  {name:{width}s}  {wall:8.1f}  {cpu:8.1f}" for name, wall, cpu in self.rows]
+        lines.append(f"  {'total':{width}s}  {sum(r[1] for r in self.rows):8.1f}  {sum(r[2] for r in self.rows):8.1f}")
+        return "\n".join(lines)
