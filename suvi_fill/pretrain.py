@@ -5,7 +5,6 @@
 # %% ../nbs/suvi_fill/92_pretrain.ipynb 2
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import time
@@ -36,22 +35,15 @@ def validation_curve(history) -> list:
     return rows
 
 # %% ../nbs/suvi_fill/92_pretrain.ipynb 10
-def _sha256(path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def install(best, record: dict, bench: dict, to) -> Path:
     "Slim `best` into `to/filler.pt` beside `record` (training.json) and `bench` (bench.json); returns the checkpoint."
     from suvi_fill.plumbing.files import atomic_write_json
+    from suvi_fill.evaluate.fill_archive import checkpoint_digest
     from suvi_fill.model import shipped
     to = Path(to)
     to.mkdir(parents=True, exist_ok=True)
     staged = shipped.slim(best, to / (shipped.SHIPPED_CHECKPOINT + ".staged"))
-    atomic_write_json(to / shipped.SHIPPED_RECORD, record | {"checkpoint_sha256": _sha256(staged)})
+    atomic_write_json(to / shipped.SHIPPED_RECORD, record | {"checkpoint_sha256": checkpoint_digest(staged)})
     atomic_write_json(to / shipped.SHIPPED_BENCH, bench)
     staged.replace(to / shipped.SHIPPED_CHECKPOINT)
     return to / shipped.SHIPPED_CHECKPOINT
