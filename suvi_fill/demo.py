@@ -36,11 +36,11 @@ DEMO_GAPS = (1, 4, 16, 64, 300)
 #: archive's blocks (a few hundred slots) bracket nothing that long.  Eight days make four
 #: windows: two train, one validation, one test (the last, 1,077 slots).
 DEMO_STRETCH = 2 * max(DEMO_GAPS) + 1
-#: The demo's build runs its shards (one per day and satellite) on a local Dask cluster of two worker
-#: processes, one per core of the demo's two: the same shards as the serial build (test_suvi_build_dask).  The
-#: cluster costs about 6 CPU s to start (960 files: 9.3 CPU s against 3.4 serial), so it pays only on the
-#: demo's whole archive (31,831 files) with both cores free; its wall time on idle cores is still to measure.
-DEMO_BUILD_SCHEDULER = "local:2"
+#: The demo's build is serial (no `--scheduler`).  A two-worker local Dask cluster was tried: it costs about
+#: 6 CPU s to start (960 files: 9.3 CPU s against 3.4 serial), its gain on idle cores was never measured, and a
+#: process that had run one in-process spawned children that no longer died of SIGINT or SIGTERM (after
+#: `test_suvi_bench_demo`, `test_a_fill_stopped_by_a_signal_leaves_no_output` saw `suvi-fill fill` exit 0).
+DEMO_BUILD_SCHEDULER = None
 
 # %% auto 0
 __all__ = ['DEFAULT_OUT', 'DEMO_DAYS', 'DEMO_OUTAGE_SCALE', 'DEMO_RESOLUTION', 'DEMO_SEED', 'DEMO_SPAN_MIN', 'DEMO_GAPS',
