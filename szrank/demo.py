@@ -6,11 +6,9 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import sys
-import time
 from pathlib import Path
 
 import numpy as np

@@ -10,7 +10,6 @@ import json
 import os
 from pathlib import Path
 
-from suvi_fill.corpus.conditioning import COND_LAYOUT
 from suvi_fill.model.checkpoint import CheckpointError, load_learned, read, save
 from suvi_fill.model.net import NetConfig
 
