@@ -40,6 +40,10 @@ class sigterm_raises:
         self.before = None
         if threading.current_thread() is threading.main_thread():
             self.before = signal.signal(signal.SIGTERM, _terminate)
+            # A signal mask is inherited across exec: a command started by a thread that blocks SIGTERM or
+            # SIGINT (as some libraries' threads do) would otherwise run to the end, deaf to both, and exit 0.
+            # A signal the parent *ignores* stays ignored (a shell's background job ignores SIGINT).
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
         return self
 
     def __exit__(self, *exc):

@@ -44,6 +44,9 @@ def handle_sigterm() -> None:
     "Turn SIGTERM into `Terminated` for the rest of this process (main thread only; elsewhere a no-op)."
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_terminated)
+        # A signal mask is inherited across exec: a command started by a thread that blocks SIGTERM or SIGINT
+        # would otherwise run to the end, deaf to both.  An *ignored* SIGINT (a background job) stays ignored.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
 
 
 def _interrupted_line(prog: str, command: str | None, exc: KeyboardInterrupt) -> str:
