@@ -42,11 +42,19 @@ def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None =
                  topology: int | None = None, replicas: int = DEFAULT_REPLICAS, iterations: int = DEFAULT_ITERATIONS,
                  workers: int | None = None, shard_events: int = DEFAULT_SHARD_EVENTS,
                  show_progress: bool = True, budget: int | None = None, strategy: str = "anneal",
-                 scheduler: str | None = None, gate: float = GATE_QUANTILE) -> list[RunSummary]:
+                 scheduler: str | None = None, gate: float = GATE_QUANTILE, start: str | None = None) -> list[RunSummary]:
     """`runs` search runs into `archive`, in worker processes or, with `scheduler` (an address, or `local:N`),
-    as futures on a Dask cluster; summaries in run order."""
+    as futures on a Dask cluster; summaries in run order.  `start`: an OBJ of `topology` every population run
+    begins at (refused before any work when unreadable, or with the annealed strategy)."""
     from szrank.plumbing.progress import progress_bar
     steps = _plan(strategy, runs, steps, budget, replicas, iterations, gate if model else 0.0, topology, seed)
+    if start is not None:
+        from szrank.search.obj import read_configuration
+        if strategy == "anneal":
+            raise OptionError(f"--start {start}: only the population and symmetric strategies begin at a shape")
+        if topology is None:
+            raise OptionError(f"--start {start}: give --topology, the topology the shape is a configuration of")
+        read_configuration(Path(start), topology)            # a bad file: one line before any work
     if model and strategy == "anneal":
         RankerPolicy(model, gate=gate)                       # fail fast on a bad model file or gate
     elif model:
@@ -61,7 +69,7 @@ def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None =
     workers = max(1, min(runs, workers or os.cpu_count() or 1))
     unit, total = ("evaluation", runs * budget) if strategy != "anneal" else ("step", runs * steps)
     tasks = [SearchTask(str(archive), i, strategy, topology, seed, steps, budget, model, gate, replicas, iterations,
-                        shard_events) for i in range(runs)]
+                        shard_events, None if start is None else str(start)) for i in range(runs)]
     with contextlib.ExitStack() as stack:
         client = cluster_client(scheduler, stack) if scheduler else None      # refused before any output
         Path(archive).mkdir(parents=True, exist_ok=True)
@@ -177,6 +185,10 @@ def search_command(parser: argparse.ArgumentParser):
     parser.add_argument("--gate", type=float, default=GATE_QUANTILE, metavar="Q",
                         help="with --model: roll out only proposals whose predicted improvement probability is at "
                              f"least the Q quantile of the last {GATE_WINDOW} (default {GATE_QUANTILE}; 0: every one)")
+    parser.add_argument("--start", type=Path, metavar="OBJ",
+                        help="population, symmetric: begin every (re)start at this shape of --topology (a record, a "
+                             "saved configuration) instead of random ones; a symmetric run begins at its nearest "
+                             "symmetric configuration")
     parser.add_argument("--seed", type=int, help="make the runs reproducible (run i depends on the seed and i; "
                         "default: fresh randomness)")
     parser.add_argument("--topology", type=int, help="search this topology (0..58) in every run; default random per run")
@@ -200,7 +212,7 @@ def search_command(parser: argparse.ArgumentParser):
             raise OptionError("--split-runs-out needs at least 4 runs (train, validation, test, stress)")
         summaries = run_searches(args.archive, args.runs, args.steps, args.seed, args.model, args.topology,
                                  args.replicas, args.iterations, args.workers, budget=args.evaluations,
-                                 strategy=args.strategy, scheduler=args.scheduler, gate=args.gate)
+                                 strategy=args.strategy, scheduler=args.scheduler, gate=args.gate, start=args.start)
         print(format_summaries(summaries), flush=True)
         for s in summaries:
             print(f"best C+I {s.best_total} after {s.best_evaluations} evaluations", flush=True)

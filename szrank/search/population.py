@@ -13,13 +13,15 @@ import numpy as np
 
 from szrank.plumbing.errors import OptionError
 from szrank.geometry.fastcount import count_totals
-from szrank.geometry.defects import FACE_COUNT, layout
+from szrank.geometry.defects import FACE_COUNT, layout, public_quality
 from szrank.geometry.topology import TOPOLOGY_COUNT
 from szrank.ranker.proposals import face_defects, proposal_features
+from szrank.search.records import DEGENERATE_QUALITY
 
 # %% auto 0
 __all__ = ['CLUSTERS', 'EXTRA_DRAWS', 'SIGMA', 'BETA', 'SLACK', 'ITERATIONS', 'RESTART_LADDER', 'LAST_RESTART', 'INFEASIBLE',
-           'CANDIDATES', 'planes_from_x', 'costs', 'PopulationResult', 'population_search']
+           'START_SPREAD', 'UNSOUND_KEPT', 'CANDIDATES', 'planes_from_x', 'costs', 'start_parameters',
+           'PopulationResult', 'population_search']
 
 # %% ../../nbs/szrank/search/42_population.ipynb 3
 CLUSTERS = 32                 # population size, the public solver's default
@@ -31,6 +33,9 @@ ITERATIONS = 16000            # restart ladder unit (the public max_iters)
 RESTART_LADDER = ((11, 1), (9, 2), (7, 3), (5, 4))   # restart if best > C after k * ITERATIONS iterations
 LAST_RESTART = 10             # ... and in any case after 10 * ITERATIONS
 INFEASIBLE = 1.0e6            # cost of a configuration with a degenerate vertex
+START_SPREAD = 0.1            # noise around a given start, per parameter of the start scaled to unit RMS: each
+                              # (re)start keeps the start and the best of its neighbours this far (tried: 0.1, 0.5)
+UNSOUND_KEPT = 100_000        # degenerate members remembered (not re-checked) before the memory is cleared
 CANDIDATES = 4                #: candidates per member in a guided step: the best-of-4 oracle reaches the unguided
                               #: median 47-90 % sooner on held-out symmetric topologies; more cost features per evaluation
 
@@ -49,20 +54,47 @@ def costs(x: np.ndarray, L) -> np.ndarray:
     return np.where(rows[:, 2] == 0, rows[:, 0] + rows[:, 1], INFEASIBLE).astype(np.float64)
 
 # %% ../../nbs/szrank/search/42_population.ipynb 9
+def start_parameters(normals, offsets, symmetry=None) -> np.ndarray:
+    """The search parameters of planes (12, 3)/(12,): x = n d per face, centred on the vertices' mean and scaled to
+    unit RMS (the scale of the random draws).  With `symmetry`, its reduced parameters closest to them (least
+    squares: the symmetric configuration nearest the start)."""
+    normals, offsets = np.asarray(normals, np.float64), np.asarray(offsets, np.float64)
+    if normals.shape != (FACE_COUNT, 3) or offsets.shape != (FACE_COUNT,) or not np.isfinite(normals).all() \
+            or not np.isfinite(offsets).all():
+        raise OptionError(f"a start needs finite planes (12, 3)/(12,), got {normals.shape}/{offsets.shape}")
+    x = (normals * offsets[:, None]).reshape(-1)
+    scale = math.sqrt(float(np.mean(x * x)))
+    if not scale > 0:
+        raise OptionError("a start whose planes all pass through the origin has no scale; move it off the origin")
+    x = x / scale
+    if symmetry is None:
+        return x
+    return np.linalg.lstsq(symmetry.basis, x, rcond=None)[0]
+
+
+def _sound(x, symmetry, topology: int) -> bool:
+    "Whether configuration x (or reduced y) passes the public solver's four quality factors."
+    n, d = planes_from_x(symmetry.expand(x) if symmetry is not None else x)
+    return bool((public_quality(n, d, topology)[0] < DEGENERATE_QUALITY).all())
+
+# %% ../../nbs/szrank/search/42_population.ipynb 11
 def _should_restart(best: float, iteration: int, unit: int) -> bool:
     "The published restart ladder."
     if iteration > LAST_RESTART * unit:
         return True
     return any(best > bound and iteration > k * unit for bound, k in RESTART_LADDER)
 
-# %% ../../nbs/szrank/search/42_population.ipynb 11
+# %% ../../nbs/szrank/search/42_population.ipynb 13
 class _Population:
     """One (re)start's members and costs; `watched` members also carry their per-face defects and last accepted
     step (what `szrank.ranker.proposals.proposal_features` reads)."""
 
-    def __init__(self, rng, L, clusters: int, symmetry=None, watched: bool = False):
+    def __init__(self, rng, L, clusters: int, symmetry=None, watched: bool = False, start=None):
         self.symmetry = symmetry                   # members are reduced parameters y, costed as symmetry.expand(y)
         draws = rng.standard_normal((clusters * EXTRA_DRAWS, symmetry.dimension if symmetry else 3 * FACE_COUNT))
+        if start is not None:                      # a start and its neighbours instead of random configurations
+            draws = start + START_SPREAD * draws
+            draws[0] = start
         cost = self.costs(draws, L)
         keep = np.argsort(cost, kind="stable")[:clusters]
         self.x, self.cost, self.used = draws[keep], cost[keep], len(draws)
@@ -104,7 +136,7 @@ class _Population:
         self.x[accept], self.cost[accept] = proposal[accept], cost[accept]
         return clusters
 
-# %% ../../nbs/szrank/search/42_population.ipynb 14
+# %% ../../nbs/szrank/search/42_population.ipynb 16
 @dataclasses.dataclass
 class PopulationResult:
     "What one population run found: the best configuration, when, and the curve of new bests."
@@ -123,7 +155,7 @@ class PopulationResult:
 def population_search(topology: int, evaluations: int, seed: int | None = None, clusters: int = CLUSTERS,
                       sigma: float = SIGMA, beta: float = BETA, iterations: int = ITERATIONS,
                       progress=None, symmetry=None, target: int = 0, ranker=None,
-                      candidates: int = CANDIDATES, log=None) -> PopulationResult:
+                      candidates: int = CANDIDATES, log=None, start=None) -> PopulationResult:
     """Run the population strategy on `topology` until `evaluations` configurations were counted (or C+I <=
     `target`, by default 0: a realisation).
 
@@ -131,7 +163,14 @@ def population_search(topology: int, evaluations: int, seed: int | None = None, 
     each batch.  With `symmetry` (a `szrank.geometry.symmetry.Symmetry` of this topology) the members are its reduced
     parameters and every configuration is symmetric.  With `ranker` (a `szrank.ranker.proposals.ProposalRanker`)
     each member draws `candidates` proposals per iteration and only the best-ranked one is counted (still
-    `clusters` evaluations an iteration); `log(features, gain, accepted)` sees every counted proposal."""
+    `clusters` evaluations an iteration); `log(features, gain, accepted)` sees every counted proposal.
+
+    With `start` (planes (12, 3)/(12,) as `start_parameters` takes them) every (re)start begins at that
+    configuration and its neighbours instead of random ones: a search that refines a known shape.
+
+    The best is the best *sound* configuration: one that any of the public solver's four quality factors puts at
+    or above `DEGENERATE_QUALITY` (a corner nearly straight, an edge nearly zero) stays in the population, and
+    may lead it to a sound one, but is never the run's result."""
     if not 0 <= topology < TOPOLOGY_COUNT:
         raise OptionError(f"topology must be 0..{TOPOLOGY_COUNT - 1}, not {topology}")
     if evaluations <= 0 or clusters < 2 or not (sigma > 0 and 0 < beta <= 1) or iterations <= 0 or candidates < 1:
@@ -141,8 +180,10 @@ def population_search(topology: int, evaluations: int, seed: int | None = None, 
     best, best_x, best_at, used, restarts, history = math.inf, None, 0, 0, -1, []
     if symmetry is not None and symmetry.topology != topology:
         raise OptionError(f"the symmetry is one of topology {symmetry.topology}, not of {topology}")
+    y0 = None if start is None else start_parameters(*start, symmetry)
+    unsound = set()                                 # members found degenerate: not checked again
     while used < evaluations and best > target:
-        population = _Population(rng, L, clusters, symmetry, watched=ranker is not None or log is not None)
+        population = _Population(rng, L, clusters, symmetry, watched=ranker is not None or log is not None, start=y0)
         used, restarts = used + population.used, restarts + 1
         if progress is not None:
             progress(population.used)
@@ -151,14 +192,25 @@ def population_search(topology: int, evaluations: int, seed: int | None = None, 
             population.iteration += 1
             population.best = min(population.best, float(population.cost[leader]))
             if population.cost[leader] < best:
-                best, best_x, best_at = float(population.cost[leader]), population.x[leader].copy(), used
-                history.append((used, int(best)))
+                for k in np.argsort(population.cost, kind="stable"):      # the best sound member better than best
+                    if population.cost[k] >= best:
+                        break
+                    key = population.x[k].tobytes()
+                    if key in unsound:
+                        continue
+                    if _sound(population.x[k], symmetry, topology):
+                        best, best_x, best_at = float(population.cost[k]), population.x[k].copy(), used
+                        history.append((used, int(best)))
+                        break
+                    unsound.add(key) if len(unsound) < UNSOUND_KEPT else unsound.clear()
             if best <= target or used >= evaluations or _should_restart(population.best, population.iteration, iterations):
                 break
             step = population.step(rng, L, sigma, beta, ranker, candidates, log)
             used += step
             if progress is not None:
                 progress(step)
+    if best_x is None:
+        raise OptionError(f"topology {topology}: no sound configuration in {used} evaluations; give a larger budget")
     normals, offsets = planes_from_x(symmetry.expand(best_x) if symmetry is not None else best_x)
     return PopulationResult(topology, seed, int(best), best_at, used, restarts,
                             round(time.perf_counter() - started, 2), normals, offsets, history)

@@ -204,12 +204,15 @@ def run_found(archive: Path, meta: dict, cpu_seconds: float | None = None) -> di
     from szrank.plumbing.common import package_version
     command = (f"szrank search --archive {Path(archive).name} --strategy {meta.get('strategy', 'anneal')} "
                f"--topology {meta['topology']} --evaluations {meta.get('budget')} --seed {meta.get('seed')}")
+    if meta.get("start"):
+        command += f" --start {Path(meta['start']).name}"
     if meta.get("run_index", 0):
         command += f" --runs {meta['run_index'] + 1}   # run {meta['run_index']} of these"
     return {"by": f"szrank {package_version()} search ({meta.get('strategy', 'anneal')} strategy)",
             "command": command, "seed": meta.get("seed"), "run_id": meta.get("run_id"),
             "run_index": meta.get("run_index", 0), "symmetry": meta.get("symmetry"),
             "evaluations": meta.get("evaluations"), "best_evaluations": meta.get("best_evaluations"),
+            **({"start": Path(meta["start"]).name, "start_sha256": meta.get("start_sha256")} if meta.get("start") else {}),
             "cpu_seconds": cpu_seconds}
 
 

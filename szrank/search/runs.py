@@ -243,12 +243,15 @@ def evaluations_to_reach(curve: tuple[np.ndarray, np.ndarray], target: float) ->
 
 # %% ../../nbs/szrank/search/44_runs.ipynb 27
 def run_population(archive: Path, topology: int | None, budget: int, seed: int | None = None, run_index: int = 0,
-                   progress=None, symmetric: bool = False, model: str | None = None) -> RunSummary:
+                   progress=None, symmetric: bool = False, model: str | None = None,
+                   start: str | None = None) -> RunSummary:
     """One population-strategy run (`szrank.search.population`; with `symmetric`, on the planes of the topology's
     largest cyclic symmetry, `szrank.geometry.symmetry`): its run folder in `archive` holds the metadata and `best.obj`,
     and no proposal events (it makes no single-plane moves for the ranker to learn).  With `model` (an SZTPR001
     proposal ranker, `szrank.ranker.proposals`) the steps are guided: each member's best-ranked of
-    `szrank.search.population.CANDIDATES` candidates is counted."""
+    `szrank.search.population.CANDIDATES` candidates is counted.  With `start` (an OBJ file of this topology, as
+    `szrank obj` writes and the records hold) every (re)start begins at that shape; its path and sha256 are kept
+    in the run's metadata."""
     from szrank.search.obj import write_obj
     from szrank.search.population import population_search
     from szrank.geometry.symmetry import symmetry_of
@@ -261,13 +264,21 @@ def run_population(archive: Path, topology: int | None, budget: int, seed: int |
     symmetry = symmetry_of(topology) if symmetric else None
     ranker = load_ranker(model) if model else None
     metadata = dict(topology=topology, seed=seed, run_index=run_index, strategy=strategy, budget=budget)
+    planes = None
+    if start is not None:
+        import hashlib
+        from szrank.search.obj import read_configuration
+        if topology is None:
+            raise OptionError(f"--start {start}: give --topology, the topology the shape is a configuration of")
+        planes = read_configuration(Path(start), topology)
+        metadata.update(start=str(start), start_sha256=hashlib.sha256(Path(start).read_bytes()).hexdigest())
     if model:
         metadata.update(model=str(model))
     if symmetry is not None:
         metadata.update(symmetry=symmetry.name, symmetry_permutation=list(symmetry.permutation))
     with RunWriter(Path(archive), run_id, metadata) as writer:        # the run's folder first: claimed, or refused
         result = population_search(topology, budget, int(rng.integers(2 ** 63)), progress=progress,
-                                   symmetry=symmetry, ranker=ranker)
+                                   symmetry=symmetry, ranker=ranker, start=planes)
         write_obj(writer.directory / "best.obj", result.normals, result.offsets, topology)
         writer.update(best_total=result.best_total, best_evaluations=result.best_evaluations,
                       evaluations=result.evaluations, restarts=result.restarts, history=result.history)
@@ -291,6 +302,7 @@ class SearchTask:
     replicas: int = DEFAULT_REPLICAS
     iterations: int = DEFAULT_ITERATIONS
     shard_events: int = DEFAULT_SHARD_EVENTS
+    start: str | None = None              # population strategies: an OBJ every (re)start begins at
 
 
 def run_task(task: SearchTask, progress=None) -> dict:
@@ -298,7 +310,7 @@ def run_task(task: SearchTask, progress=None) -> dict:
     if task.strategy != "anneal":
         return dataclasses.asdict(run_population(Path(task.archive), task.topology, task.budget, task.seed,
                                                  task.run_index, progress, symmetric=task.strategy == "symmetric",
-                                                 model=task.model))
+                                                 model=task.model, start=task.start))
     policy = RankerPolicy(task.model, gate=task.gate) if task.model else UniformPolicy()
     return dataclasses.asdict(run_search(Path(task.archive), task.topology, task.steps, task.seed, task.run_index,
                                          policy, task.replicas, task.iterations, task.shard_events, progress,
