@@ -1,4 +1,4 @@
-"""`szrank search --start`: a population run that begins at a known shape reports that shape or a better,
+"""`szrank search --start` (and `--sigma`): a population run that begins at a known shape reports that shape or a better,
 sound one, keeps where it began in its run.json, and the records say so; bad starts are one line."""
 import hashlib
 import json
@@ -24,17 +24,17 @@ def search(*argv):
 def test_a_run_from_a_saved_shape_never_ends_worse_than_it(tmp_path):
     archive = tmp_path / "archive"
     result = search("--archive", archive, "--strategy", "population", "--topology", 58, "--start", SAVED,
-                    "--evaluations", 3000, "--seed", 4, "--workers", 1)
+                    "--evaluations", 3000, "--seed", 4, "--workers", 1, "--sigma", 0.1)
     assert result.returncode == 0, result.stderr
     (meta_path,) = archive.glob("*/run.json")
     meta = json.loads(meta_path.read_text())
     assert meta["start"] == str(SAVED) and meta["start_sha256"] == hashlib.sha256(SAVED.read_bytes()).hexdigest()
-    assert meta["history"][0][0] == 320 and meta["best_total"] <= meta["history"][0][1] <= 4
+    assert meta["sigma"] == 0.1 and meta["history"][0][0] == 320 and meta["best_total"] <= meta["history"][0][1] <= 4
     records = tmp_path / "records"
     (outcome,) = update_from_archive(records, archive)
     assert outcome[0], outcome[1]
     (record,) = read_table(records).values()
-    assert record["found"]["start"] == SAVED.name and "--start shape_c4_i0_15.obj" in record["found"]["command"]
+    assert record["found"]["start"] == SAVED.name and "--sigma 0.1 --start shape_c4_i0_15.obj" in record["found"]["command"]
 
 
 def test_a_symmetric_run_begins_at_the_nearest_symmetric_shape():
@@ -62,7 +62,8 @@ def test_bad_starts_are_one_line_before_any_work(tmp_path):
             (["--strategy", "population", "--topology", 58, "--start", bad], str(bad)),
             (["--strategy", "population", "--topology", 58, "--start", tmp_path / "none.obj"], "none.obj"),
             (["--strategy", "population", "--start", SAVED], "give --topology"),
-            (["--strategy", "anneal", "--topology", 58, "--start", SAVED], "only the population and symmetric")):
+            (["--strategy", "anneal", "--topology", 58, "--start", SAVED], "only the population and symmetric"),
+            (["--strategy", "population", "--topology", 58, "--sigma", -1], "--sigma -1.0: a positive step noise")):
         result = search("--archive", tmp_path / "archive", "--evaluations", 1000, *argv)
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 2 and len(lines) == 1 and words in lines[0], result.stderr

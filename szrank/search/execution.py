@@ -42,12 +42,15 @@ def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None =
                  topology: int | None = None, replicas: int = DEFAULT_REPLICAS, iterations: int = DEFAULT_ITERATIONS,
                  workers: int | None = None, shard_events: int = DEFAULT_SHARD_EVENTS,
                  show_progress: bool = True, budget: int | None = None, strategy: str = "anneal",
-                 scheduler: str | None = None, gate: float = GATE_QUANTILE, start: str | None = None) -> list[RunSummary]:
+                 scheduler: str | None = None, gate: float = GATE_QUANTILE, start: str | None = None,
+                 sigma: float | None = None) -> list[RunSummary]:
     """`runs` search runs into `archive`, in worker processes or, with `scheduler` (an address, or `local:N`),
     as futures on a Dask cluster; summaries in run order.  `start`: an OBJ of `topology` every population run
     begins at (refused before any work when unreadable, or with the annealed strategy)."""
     from szrank.plumbing.progress import progress_bar
     steps = _plan(strategy, runs, steps, budget, replicas, iterations, gate if model else 0.0, topology, seed)
+    if sigma is not None and (strategy == "anneal" or not (math.isfinite(sigma) and sigma > 0)):
+        raise OptionError(f"--sigma {sigma}: a positive step noise of the population and symmetric strategies")
     if start is not None:
         from szrank.search.obj import read_configuration
         if strategy == "anneal":
@@ -69,7 +72,7 @@ def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None =
     workers = max(1, min(runs, workers or os.cpu_count() or 1))
     unit, total = ("evaluation", runs * budget) if strategy != "anneal" else ("step", runs * steps)
     tasks = [SearchTask(str(archive), i, strategy, topology, seed, steps, budget, model, gate, replicas, iterations,
-                        shard_events, None if start is None else str(start)) for i in range(runs)]
+                        shard_events, None if start is None else str(start), sigma) for i in range(runs)]
     with contextlib.ExitStack() as stack:
         client = cluster_client(scheduler, stack) if scheduler else None      # refused before any output
         Path(archive).mkdir(parents=True, exist_ok=True)
@@ -189,6 +192,9 @@ def search_command(parser: argparse.ArgumentParser):
                         help="population, symmetric: begin every (re)start at this shape of --topology (a record, a "
                              "saved configuration) instead of random ones; a symmetric run begins at its nearest "
                              "symmetric configuration")
+    parser.add_argument("--sigma", type=float, metavar="S",
+                        help="population, symmetric: noise of each step on the unit-scale parameters (default 0.5, "
+                             "the public solver's; 0.1 refines a --start more finely)")
     parser.add_argument("--seed", type=int, help="make the runs reproducible (run i depends on the seed and i; "
                         "default: fresh randomness)")
     parser.add_argument("--topology", type=int, help="search this topology (0..58) in every run; default random per run")
@@ -212,7 +218,8 @@ def search_command(parser: argparse.ArgumentParser):
             raise OptionError("--split-runs-out needs at least 4 runs (train, validation, test, stress)")
         summaries = run_searches(args.archive, args.runs, args.steps, args.seed, args.model, args.topology,
                                  args.replicas, args.iterations, args.workers, budget=args.evaluations,
-                                 strategy=args.strategy, scheduler=args.scheduler, gate=args.gate, start=args.start)
+                                 strategy=args.strategy, scheduler=args.scheduler, gate=args.gate, start=args.start,
+                                 sigma=args.sigma)
         print(format_summaries(summaries), flush=True)
         for s in summaries:
             print(f"best C+I {s.best_total} after {s.best_evaluations} evaluations", flush=True)

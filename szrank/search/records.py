@@ -204,6 +204,8 @@ def run_found(archive: Path, meta: dict, cpu_seconds: float | None = None) -> di
     from szrank.plumbing.common import package_version
     command = (f"szrank search --archive {Path(archive).name} --strategy {meta.get('strategy', 'anneal')} "
                f"--topology {meta['topology']} --evaluations {meta.get('budget')} --seed {meta.get('seed')}")
+    if meta.get("sigma") is not None:
+        command += f" --sigma {meta['sigma']}"
     if meta.get("start"):
         command += f" --start {Path(meta['start']).name}"
     if meta.get("run_index", 0):

@@ -244,16 +244,17 @@ def evaluations_to_reach(curve: tuple[np.ndarray, np.ndarray], target: float) ->
 # %% ../../nbs/szrank/search/44_runs.ipynb 27
 def run_population(archive: Path, topology: int | None, budget: int, seed: int | None = None, run_index: int = 0,
                    progress=None, symmetric: bool = False, model: str | None = None,
-                   start: str | None = None) -> RunSummary:
+                   start: str | None = None, sigma: float | None = None) -> RunSummary:
     """One population-strategy run (`szrank.search.population`; with `symmetric`, on the planes of the topology's
     largest cyclic symmetry, `szrank.geometry.symmetry`): its run folder in `archive` holds the metadata and `best.obj`,
     and no proposal events (it makes no single-plane moves for the ranker to learn).  With `model` (an SZTPR001
     proposal ranker, `szrank.ranker.proposals`) the steps are guided: each member's best-ranked of
     `szrank.search.population.CANDIDATES` candidates is counted.  With `start` (an OBJ file of this topology, as
     `szrank obj` writes and the records hold) every (re)start begins at that shape; its path and sha256 are kept
-    in the run's metadata."""
+    in the run's metadata.  `sigma`: the noise of each step (default `szrank.search.population.SIGMA`, the
+    public solver's; a smaller one refines a start more finely)."""
     from szrank.search.obj import write_obj
-    from szrank.search.population import population_search
+    from szrank.search.population import SIGMA, population_search
     from szrank.geometry.symmetry import symmetry_of
     from szrank.ranker.proposals import load_ranker
     strategy = "symmetric" if symmetric else "population"
@@ -264,7 +265,9 @@ def run_population(archive: Path, topology: int | None, budget: int, seed: int |
     symmetry = symmetry_of(topology) if symmetric else None
     ranker = load_ranker(model) if model else None
     metadata = dict(topology=topology, seed=seed, run_index=run_index, strategy=strategy, budget=budget)
-    planes = None
+    planes, sigma = None, SIGMA if sigma is None else float(sigma)
+    if sigma != SIGMA:
+        metadata.update(sigma=sigma)
     if start is not None:
         import hashlib
         from szrank.search.obj import read_configuration
@@ -278,7 +281,7 @@ def run_population(archive: Path, topology: int | None, budget: int, seed: int |
         metadata.update(symmetry=symmetry.name, symmetry_permutation=list(symmetry.permutation))
     with RunWriter(Path(archive), run_id, metadata) as writer:        # the run's folder first: claimed, or refused
         result = population_search(topology, budget, int(rng.integers(2 ** 63)), progress=progress,
-                                   symmetry=symmetry, ranker=ranker, start=planes)
+                                   symmetry=symmetry, ranker=ranker, start=planes, sigma=sigma)
         write_obj(writer.directory / "best.obj", result.normals, result.offsets, topology)
         writer.update(best_total=result.best_total, best_evaluations=result.best_evaluations,
                       evaluations=result.evaluations, restarts=result.restarts, history=result.history)
@@ -303,6 +306,7 @@ class SearchTask:
     iterations: int = DEFAULT_ITERATIONS
     shard_events: int = DEFAULT_SHARD_EVENTS
     start: str | None = None              # population strategies: an OBJ every (re)start begins at
+    sigma: float | None = None            # population strategies: step noise (None: the public solver's)
 
 
 def run_task(task: SearchTask, progress=None) -> dict:
@@ -310,7 +314,7 @@ def run_task(task: SearchTask, progress=None) -> dict:
     if task.strategy != "anneal":
         return dataclasses.asdict(run_population(Path(task.archive), task.topology, task.budget, task.seed,
                                                  task.run_index, progress, symmetric=task.strategy == "symmetric",
-                                                 model=task.model, start=task.start))
+                                                 model=task.model, start=task.start, sigma=task.sigma))
     policy = RankerPolicy(task.model, gate=task.gate) if task.model else UniformPolicy()
     return dataclasses.asdict(run_search(Path(task.archive), task.topology, task.steps, task.seed, task.run_index,
                                          policy, task.replicas, task.iterations, task.shard_events, progress,
