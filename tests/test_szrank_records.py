@@ -108,6 +108,24 @@ def test_update_keeps_the_better_shape_and_refuses_a_worse_one(tmp_path):
     assert (folder / "p43_c0_i4.obj").read_bytes() == (tmp_path / "keep.obj").read_bytes()
 
 
+def test_an_update_while_another_writer_holds_the_folder_is_refused(tmp_path):
+    "Two updates at once would each read the table and the later write would drop the other's record."
+    import os
+    from szrank.plumbing.lock import LOCK_NAME
+    folder = tmp_path / "records"
+    consider(folder, *worse_planes(), 42, {"by": "test"}, "worse")
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    (folder / LOCK_NAME).write_text(json.dumps({"pid": os.getppid(), "host": __import__("socket").gethostname(),
+                                                "command": "szrank records update"}))
+    result = records("update", "--records", folder, "--obj", PUBLIC_RECORD, "--topology", 42)
+    line = result.stderr.strip()
+    assert result.returncode == REFUSED and "another writer holds it" in line and len(line.splitlines()) == 1, line
+    (folder / LOCK_NAME).unlink()
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert records("update", "--records", folder, "--obj", PUBLIC_RECORD, "--topology", 42).returncode == 0
+    assert not (folder / LOCK_NAME).exists()
+
+
 def test_table_shows_the_public_best_beside(tmp_path):
     result = records("table", "--public", FIXTURES / "public_counts.tsv")
     assert result.returncode == 0, result.stderr

@@ -327,15 +327,17 @@ def _update(args) -> int:
     "`records update`: consider the archive's runs or the OBJ; a `RecordsError` (exit 2) when nothing was recorded."
     if (args.archive is None) == (args.obj is None):
         raise RecordsError("update needs one of --archive DIR or --obj FILE --topology T")
-    if args.archive is not None:
-        outcomes = update_from_archive(args.records, args.archive, args.cpu_seconds)
-    else:
-        if args.topology is None:
-            raise RecordsError(f"--obj {args.obj}: give its --topology (0..{TOPOLOGY_COUNT - 1})")
-        normals, offsets = read_configuration(args.obj, args.topology)
-        found = {"by": args.found_by or str(args.obj), "command": None, "seed": args.seed,
-                 "evaluations": args.evaluations, "cpu_seconds": args.cpu_seconds}
-        outcomes = [consider(args.records, normals, offsets, args.topology, found, str(args.obj))]
+    if args.obj is not None and args.topology is None:
+        raise RecordsError(f"--obj {args.obj}: give its --topology (0..{TOPOLOGY_COUNT - 1})")
+    from szrank.plumbing.lock import directory_lock
+    with directory_lock(args.records, "szrank records update"):      # two updates at once would lose a record
+        if args.archive is not None:
+            outcomes = update_from_archive(args.records, args.archive, args.cpu_seconds)
+        else:
+            normals, offsets = read_configuration(args.obj, args.topology)
+            found = {"by": args.found_by or str(args.obj), "command": None, "seed": args.seed,
+                     "evaluations": args.evaluations, "cpu_seconds": args.cpu_seconds}
+            outcomes = [consider(args.records, normals, offsets, args.topology, found, str(args.obj))]
     for _, line in outcomes[:-1] if not any(ok for ok, _ in outcomes) else outcomes:
         print(line, flush=True)
     if not any(ok for ok, _ in outcomes):
