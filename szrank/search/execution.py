@@ -191,7 +191,7 @@ def search_command(parser: argparse.ArgumentParser):
     parser.add_argument("--start", type=Path, metavar="OBJ",
                         help="population, symmetric: begin every (re)start at this shape of --topology (a record, a "
                              "saved configuration) instead of random ones; a symmetric run begins at its nearest "
-                             "symmetric configuration")
+                             "symmetric configuration (default: none, random starts)")
     parser.add_argument("--sigma", type=float, metavar="S",
                         help="population, symmetric: noise of each step on the unit-scale parameters (default 0.5, "
                              "the public solver's; 0.1 refines a --start more finely)")
