@@ -55,9 +55,9 @@ def costs(x: np.ndarray, L) -> np.ndarray:
 
 # %% ../../nbs/szrank/search/42_population.ipynb 9
 def start_parameters(normals, offsets, symmetry=None) -> np.ndarray:
-    """The search parameters of planes (12, 3)/(12,): x = n d per face, centred on the vertices' mean and scaled to
-    unit RMS (the scale of the random draws).  With `symmetry`, its reduced parameters closest to them (least
-    squares: the symmetric configuration nearest the start)."""
+    """The search parameters of planes (12, 3)/(12,): x = n d per face, scaled to unit RMS (the scale of the
+    random draws).  With `symmetry`, its reduced parameters closest to them (least squares: the symmetric
+    configuration nearest the start)."""
     normals, offsets = np.asarray(normals, np.float64), np.asarray(offsets, np.float64)
     if normals.shape != (FACE_COUNT, 3) or offsets.shape != (FACE_COUNT,) or not np.isfinite(normals).all() \
             or not np.isfinite(offsets).all():
@@ -202,7 +202,9 @@ def population_search(topology: int, evaluations: int, seed: int | None = None, 
                         best, best_x, best_at = float(population.cost[k]), population.x[k].copy(), used
                         history.append((used, int(best)))
                         break
-                    unsound.add(key) if len(unsound) < UNSOUND_KEPT else unsound.clear()
+                    if len(unsound) >= UNSOUND_KEPT:
+                        unsound.clear()
+                    unsound.add(key)
             if best <= target or used >= evaluations or _should_restart(population.best, population.iteration, iterations):
                 break
             step = population.step(rng, L, sigma, beta, ranker, candidates, log)

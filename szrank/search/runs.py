@@ -259,6 +259,8 @@ def run_population(archive: Path, topology: int | None, budget: int, seed: int |
     from szrank.ranker.proposals import load_ranker
     strategy = "symmetric" if symmetric else "population"
     check_settings(budget=budget, topology=topology, seed=seed)
+    if start is not None and topology is None:
+        raise OptionError(f"--start {start}: give --topology, the topology the shape is a configuration of")
     rng, run_id = run_stream(seed, run_index, strategy)
     if topology is None:
         topology = int(rng.integers(TOPOLOGY_COUNT))
@@ -271,8 +273,6 @@ def run_population(archive: Path, topology: int | None, budget: int, seed: int |
     if start is not None:
         import hashlib
         from szrank.search.obj import read_configuration
-        if topology is None:
-            raise OptionError(f"--start {start}: give --topology, the topology the shape is a configuration of")
         planes = read_configuration(Path(start), topology)
         metadata.update(start=str(start), start_sha256=hashlib.sha256(Path(start).read_bytes()).hexdigest())
     if model:
