@@ -19,14 +19,16 @@ from szrank.stream.format import (EXPORT_HEADER, RECORD_DTYPE, run_key, run_keys
 from szrank.stream.synthetic import DEMO_RECORDS, DEMO_SEED, synthesize_corpus
 from szrank.train.config import TrainConfig
 from szrank.plumbing.progress import StageClock
+from szrank.search.guided import compare_evaluations
 
 # %% auto 0
-__all__ = ['DEFAULT_OUT', 'ARCHIVE_NAME', 'DEMO_TRAINING', 'DEMO_STAGES', 'SEARCH_SEED', 'SEARCH_RUNS', 'SEARCH_STEPS',
-           'SEARCH_REPLICAS', 'SEARCH_ITERATIONS', 'SEARCH_WORKERS', 'GATE_MINIMUM_RECORDS', 'SPLIT_NAMES',
-           'SEARCH_TRAINING', 'write_archive', 'replay', 'exporter_command', 'replay_main', 'demo_train_config',
-           'train_stage', 'format_metrics', 'report_training', 'run_synthetic_stage', 'search_exporter_command',
-           'search_train_config', 'compare_evaluations', 'compare_policies', 'run_search_stage', 'run_demo',
-           'demo_command']
+__all__ = ['DEFAULT_OUT', 'ARCHIVE_NAME', 'DEMO_TRAINING', 'RANKER_SEED', 'RANKER_EVALUATIONS', 'GUIDED_EVALUATIONS',
+           'GUIDED_SEEDS', 'SYMMETRIC_WORKERS', 'DEMO_STAGES', 'DEFAULT_STAGES', 'SEARCH_SEED', 'SEARCH_RUNS',
+           'SEARCH_STEPS', 'SEARCH_REPLICAS', 'SEARCH_ITERATIONS', 'SEARCH_WORKERS', 'GATE_MINIMUM_RECORDS',
+           'SPLIT_NAMES', 'SEARCH_TRAINING', 'write_archive', 'replay', 'exporter_command', 'replay_main',
+           'demo_train_config', 'train_stage', 'format_metrics', 'report_training', 'run_synthetic_stage',
+           'run_symmetric_stage', 'search_exporter_command', 'search_train_config', 'compare_policies',
+           'run_search_stage', 'run_demo', 'demo_command']
 
 # %% ../nbs/szrank/91_demo.ipynb 5
 DEFAULT_OUT = Path("demo-out/szrank")
@@ -157,7 +159,66 @@ def run_synthetic_stage(out: Path, labels_shuffled: bool = False, device: str = 
     return status
 
 # %% ../nbs/szrank/91_demo.ipynb 32
-DEMO_STAGES = ("synthetic", "search")
+RANKER_SEED = 7              # training runs use seeds 7, 8, ... (one a training topology), as the benchmark's
+RANKER_EVALUATIONS = 25_600  # logged per training topology: 40 x 25,600 give about 1M records, on which the
+                             # ranker's 32 hidden units reached a held-out AUC of 0.78 (HIDDEN's comment)
+GUIDED_EVALUATIONS = 30_000  # budget of a compared run: the symmetric search first restarts after 512,000
+                             # evaluations, so each run is one descent, where a ranker can save evaluations
+GUIDED_SEEDS = 8             # seeds a topology and mode: 5 topologies x 8 seeds x 2 modes = 80 runs
+SYMMETRIC_WORKERS = 2        # one process per core of the demo's two: every run is seeded, so the results
+                             # are the same as in one process
+
+# %% ../nbs/szrank/91_demo.ipynb 34
+def _comparison_json(comparisons: list, auc: float, evaluations: int) -> dict:
+    "The comparison as JSON data (never reached: null)."
+    import dataclasses
+    finite = lambda value: value if math.isfinite(value) else None
+    return {"evaluations_per_run": evaluations, "held_out_auc": finite(auc),
+            "topologies": [{k: finite(v) if isinstance(v, float) else v for k, v in dataclasses.asdict(c).items()}
+                           | {"saving": finite(c.saving)} for c in comparisons]}
+
+
+def run_symmetric_stage(out: Path, ranker_evaluations: int = RANKER_EVALUATIONS,
+                        guided_evaluations: int = GUIDED_EVALUATIONS, seeds: int = GUIDED_SEEDS,
+                        clock: StageClock | None = None) -> int:
+    """Logged unguided symmetric runs on the training topologies -> SZTPP001 records -> proposal ranker ->
+    guided against unguided on held-out topologies.  Writes `out/symmetric/` (proposals.sztp, ranker.sztpr,
+    comparison.json); returns 0.  `clock` times its three parts."""
+    from szrank.plumbing.files import atomic_write_json
+    from szrank.plumbing.progress import progress_bar
+    from szrank.ranker.proposals import train_ranker, write_records
+    from szrank.search.guided import COMPARED, TRAINING, compare_guided, format_comparisons, proposal_corpus
+    if min(ranker_evaluations, guided_evaluations, seeds) <= 0:
+        raise OptionError(f"the symmetric stage needs positive sizes, got --ranker-evaluations {ranker_evaluations} "
+                          f"--guided-evaluations {guided_evaluations} --guided-seeds {seeds}")
+    clock, folder = clock or StageClock(), Path(out) / "symmetric"
+    print(f"szrank demo [symmetric]: proposal records from unguided symmetric runs of {ranker_evaluations:,} "
+          f"evaluations on the {len(TRAINING)} training topologies (seeds {RANKER_SEED}..)", flush=True)
+    with clock.stage("symmetric: proposal records"):
+        with progress_bar(total=len(TRAINING), desc="szrank demo [symmetric] records", unit="run") as bar:
+            records = proposal_corpus(ranker_evaluations, RANKER_SEED, workers=SYMMETRIC_WORKERS,
+                                      progress=lambda: bar.update(1))
+        write_records(folder / "proposals.sztp", records)
+    print(f"szrank demo [symmetric]: {len(records):,} records, {(records['gain'] > 0).mean():.2%} improving, "
+          f"{folder / 'proposals.sztp'}", flush=True)
+    with clock.stage("symmetric: train the ranker"):
+        model = train_ranker(records, seed=RANKER_SEED).save(folder / "ranker.sztpr")
+    print(f"szrank demo [symmetric]: ranker {model}; guided vs unguided on held-out topologies "
+          f"{', '.join(map(str, COMPARED))}, {seeds} seeds each, {guided_evaluations:,} evaluations a run", flush=True)
+    with clock.stage("symmetric: guided vs unguided"):
+        with progress_bar(total=2 * seeds * len(COMPARED), desc="szrank demo [symmetric] compared", unit="run") as bar:
+            comparisons, auc = compare_guided(model, guided_evaluations, seeds, workers=SYMMETRIC_WORKERS,
+                                              progress=lambda: bar.update(1))
+    atomic_write_json(folder / "comparison.json", _comparison_json(comparisons, auc, guided_evaluations))
+    print(f"szrank demo [symmetric]: the ranker's AUC on held-out proposals {auc:.3f} (0.5 is chance)")
+    print(f"szrank demo [symmetric]: guided vs unguided\n{format_comparisons(comparisons, guided_evaluations)}")
+    print(f"szrank demo [symmetric]: search with it: szrank search --strategy symmetric --topology {COMPARED[0]} "
+          f"--model {model}", flush=True)
+    return 0
+
+# %% ../nbs/szrank/91_demo.ipynb 37
+DEMO_STAGES = ("synthetic", "symmetric", "search")   # every stage, in the order they run
+DEFAULT_STAGES = ("synthetic", "symmetric")           # the README's demo: under four minutes on two cores
 SEARCH_SEED = 7                    # the search runs (and so the corpus) are deterministic for this seed
 SEARCH_RUNS = 6                    # the four split runs plus two more, all compared uniform vs guided
 SEARCH_STEPS = 3000                # records per run = per split (>= the gate's 1000-record minimum): at 1000
@@ -176,7 +237,7 @@ SPLIT_NAMES = ("train", "validation", "test", "stress")
 SEARCH_TRAINING = dict(batch_size=64, shuffle_records=4096, learning_rate=2e-3, report_epochs=4, threads=1,
                        seed=DEMO_SEED)
 
-# %% ../nbs/szrank/91_demo.ipynb 34
+# %% ../nbs/szrank/91_demo.ipynb 39
 def search_exporter_command() -> list[str]:
     "The real exporter, `szrank export`, as `szrank train --exporter` gets it (the console script of this Python)."
     import shutil
@@ -187,7 +248,7 @@ def search_exporter_command() -> list[str]:
                                 "install the package (pip install -e .) to run the search stage")
     return [script, "export"]
 
-# %% ../nbs/szrank/91_demo.ipynb 36
+# %% ../nbs/szrank/91_demo.ipynb 41
 def search_train_config(out: Path, steps: int = SEARCH_STEPS, device: str = "auto") -> TrainConfig:
     "The training run of the search stage (`out` is the demo's DIR)."
     search = Path(out).resolve() / "search"
@@ -196,7 +257,7 @@ def search_train_config(out: Path, steps: int = SEARCH_STEPS, device: str = "aut
                        snapshot_directory=str(search / "snapshots"), output_directory=str(search / "model"),
                        minimum_gate_records=min(GATE_MINIMUM_RECORDS, steps), device=device, **SEARCH_TRAINING)
 
-# %% ../nbs/szrank/91_demo.ipynb 38
+# %% ../nbs/szrank/91_demo.ipynb 43
 def _fresh_search(archive: Path, runs: int, steps: int, model: Path | None = None) -> list:
     "Seeded searches into an emptied `archive` (the demo's own folder: a re-run writes the same runs again)."
     import shutil
@@ -205,21 +266,7 @@ def _fresh_search(archive: Path, runs: int, steps: int, model: Path | None = Non
     return run_searches(archive, runs, steps, SEARCH_SEED, str(model) if model else None, None,
                         SEARCH_REPLICAS, SEARCH_ITERATIONS, SEARCH_WORKERS)
 
-# %% ../nbs/szrank/91_demo.ipynb 39
-def compare_evaluations(uniform: float, guided: float) -> str:
-    "The guided policy's evaluations to the target against the uniform one's, in words (inf: never reached)."
-    if math.isinf(uniform) and math.isinf(guided):
-        return "neither policy's median run reached the target"
-    if math.isinf(guided):
-        return f"guided's median run never reached the target; uniform's did after {uniform:,.0f} evaluations"
-    if math.isinf(uniform):
-        return f"guided reached the target after {guided:,.0f} evaluations; uniform's median run never did"
-    if guided == uniform:
-        return "guided and uniform needed the same number of evaluations"
-    change = guided / uniform - 1
-    return f"guided needed {abs(change):.0%} {'more' if change > 0 else 'fewer'} evaluations than uniform"
-
-
+# %% ../nbs/szrank/91_demo.ipynb 44
 def _to_target(uniform: list, guided: list, archives: tuple[Path, Path], target: float) -> list[str]:
     "Lines: the evaluations each policy's runs needed to reach `target` (lower median; never = inf) and the saving."
     from szrank.search.runs import best_curve, evaluations_to_reach
@@ -232,7 +279,7 @@ def _to_target(uniform: list, guided: list, archives: tuple[Path, Path], target:
             f"  {'runs reaching it':34s}{sum(map(math.isfinite, reach[0])):>10}{sum(map(math.isfinite, reach[1])):>10}",
             f"  {compare_evaluations(median[0], median[1])}"]
 
-# %% ../nbs/szrank/91_demo.ipynb 42
+# %% ../nbs/szrank/91_demo.ipynb 47
 def compare_policies(uniform: list, guided: list, archives: tuple[Path, Path] | None = None) -> str:
     """The uniform and guided runs side by side: evaluations to the target (the uniform runs' median best,
     from the runs' events in `archives`, uniform then guided), median and mean best C+I, and run by run."""
@@ -249,7 +296,7 @@ def compare_policies(uniform: list, guided: list, archives: tuple[Path, Path] | 
              + ", ".join(f"{a.topology}: {a.best_total}/{b.best_total}" for a, b in zip(uniform, guided))]
     return "\n".join(lines)
 
-# %% ../nbs/szrank/91_demo.ipynb 45
+# %% ../nbs/szrank/91_demo.ipynb 50
 def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STEPS, device: str = "auto",
                      clock: StageClock | None = None) -> int:
     """Uniform search -> `szrank export` -> train -> gate -> publish into `out/search/model` -> guided search.
@@ -288,33 +335,47 @@ def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STE
     print(compare_policies(uniform, guided, (archive, search / "guided")), flush=True)
     return status
 
-# %% ../nbs/szrank/91_demo.ipynb 47
+# %% ../nbs/szrank/91_demo.ipynb 52
+def _verdict(stage: str, code: int) -> str:
+    "A stage's result in words."
+    if stage == "symmetric":
+        return "guided and unguided compared" if code == 0 else f"failed ({code})"
+    return {0: "published", 4: "gate refused, nothing published"}.get(code, f"failed ({code})")
+
+
 def run_demo(out: Path = DEFAULT_OUT, labels_shuffled: bool = False, device: str = "auto",
-             stages=DEMO_STAGES, search_runs: int = SEARCH_RUNS, search_steps: int = SEARCH_STEPS) -> int:
-    """The demo's stages in order; returns the synthetic stage's exit code when it runs (0 published, 4 gate
-    failed), else the search stage's.  A search stage failure other than the gate's verdict (2) is returned.
-    Before the verdict line it prints each stage's wall and CPU seconds (`StageClock`)."""
+             stages=DEFAULT_STAGES, search_runs: int = SEARCH_RUNS, search_steps: int = SEARCH_STEPS,
+             ranker_evaluations: int = RANKER_EVALUATIONS, guided_evaluations: int = GUIDED_EVALUATIONS,
+             guided_seeds: int = GUIDED_SEEDS) -> int:
+    """The demo's stages, in `DEMO_STAGES` order; returns the synthetic stage's exit code when it runs (0
+    published, 4 gate failed), else the search stage's, else the symmetric stage's (0).  A search stage
+    failure other than the gate's verdict (2) is returned.  Before the verdict line it prints each stage's
+    wall and CPU seconds (`StageClock`)."""
     unknown = [stage for stage in stages if stage not in DEMO_STAGES]
     if unknown or not stages:
         raise OptionError(f"--stages {','.join(stages)}: choose from {','.join(DEMO_STAGES)}")
     if "search" in stages and (search_runs < len(SPLIT_NAMES) or search_steps <= 0):   # refused before any work
         raise OptionError(f"the search stage needs at least {len(SPLIT_NAMES)} runs (train, validation, test, "
                          f"stress) and positive steps, got --search-runs {search_runs} --search-steps {search_steps}")
+    if "symmetric" in stages and min(ranker_evaluations, guided_evaluations, guided_seeds) <= 0:
+        raise OptionError(f"the symmetric stage needs positive sizes, got --ranker-evaluations {ranker_evaluations} "
+                          f"--guided-evaluations {guided_evaluations} --guided-seeds {guided_seeds}")
     results, clock = {}, StageClock()
     if "synthetic" in stages:
         with clock.stage("synthetic: corpus, train, gate"):
             results["synthetic"] = run_synthetic_stage(out, labels_shuffled, device)
+    if "symmetric" in stages:
+        results["symmetric"] = run_symmetric_stage(out, ranker_evaluations, guided_evaluations, guided_seeds, clock)
     if "search" in stages:
         results["search"] = run_search_stage(out, search_runs, search_steps, device, clock)
     print(f"szrank demo: stage times\n{clock.table()}")
-    verdict = {0: "published", 4: "gate refused, nothing published"}
-    print("szrank demo: " + "; ".join(f"{stage} stage: {verdict.get(code, f'failed ({code})')}"
-                                      for stage, code in results.items()), flush=True)
+    print("szrank demo: " + "; ".join(f"{stage} stage: {_verdict(stage, code)}" for stage, code in results.items()),
+          flush=True)
     if results.get("search", 0) not in (0, 4):
         return results["search"]
-    return results.get("synthetic", results.get("search"))
+    return results.get("synthetic", results.get("search", results.get("symmetric")))
 
-# %% ../nbs/szrank/91_demo.ipynb 49
+# %% ../nbs/szrank/91_demo.ipynb 54
 def _stages(text: str) -> tuple[str, ...]:
     stages = tuple(part.strip() for part in text.split(",") if part.strip())
     unknown = [stage for stage in stages if stage not in DEMO_STAGES]
@@ -322,25 +383,32 @@ def _stages(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(f"{text!r}: give a comma-separated list of {', '.join(DEMO_STAGES)}")
     return stages
 
-# %% ../nbs/szrank/91_demo.ipynb 51
+# %% ../nbs/szrank/91_demo.ipynb 56
 def demo_command(parser):
-    "`szrank demo [--out DIR] [--stages synthetic,search] [--shuffle-labels] [--device D] ...`."
+    "`szrank demo [--out DIR] [--stages synthetic,symmetric,search] [--shuffle-labels] [--device D] ...`."
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
-    parser.add_argument("--stages", type=_stages, default=DEMO_STAGES,
-                        help="stages to run, in order (default synthetic,search)")
+    parser.add_argument("--stages", type=_stages, default=DEFAULT_STAGES,
+                        help=f"stages to run, of {','.join(DEMO_STAGES)} (default {','.join(DEFAULT_STAGES)})")
     parser.add_argument("--shuffle-labels", action="store_true",
                         help="synthetic stage control: outcomes and gains shuffled within each run (the gate must fail)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="training device")
+    parser.add_argument("--ranker-evaluations", type=int, default=RANKER_EVALUATIONS,
+                        help=f"symmetric stage: logged evaluations per training topology (default {RANKER_EVALUATIONS})")
+    parser.add_argument("--guided-evaluations", type=int, default=GUIDED_EVALUATIONS,
+                        help=f"symmetric stage: evaluations per compared run (default {GUIDED_EVALUATIONS})")
+    parser.add_argument("--guided-seeds", type=int, default=GUIDED_SEEDS,
+                        help=f"symmetric stage: seeds per held-out topology and mode (default {GUIDED_SEEDS})")
     parser.add_argument("--search-runs", type=int, default=SEARCH_RUNS,
                         help=f"search stage: runs per policy, at least 4 (default {SEARCH_RUNS})")
     parser.add_argument("--search-steps", type=int, default=SEARCH_STEPS,
                         help=f"search stage: steps per run = records per split (default {SEARCH_STEPS})")
 
     def run(args) -> int:
-        return run_demo(args.out, args.shuffle_labels, args.device, args.stages, args.search_runs, args.search_steps)
+        return run_demo(args.out, args.shuffle_labels, args.device, args.stages, args.search_runs, args.search_steps,
+                        args.ranker_evaluations, args.guided_evaluations, args.guided_seeds)
     return run
 
-# %% ../nbs/szrank/91_demo.ipynb 54
+# %% ../nbs/szrank/91_demo.ipynb 59
 #| eval: false
 if __name__ == "__main__":
     if sys.argv[1:2] == ["replay"]:

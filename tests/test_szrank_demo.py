@@ -3,7 +3,9 @@ the real exporter path; the same corpus with its labels shuffled fails it.  The
 published report then feeds the calibration plots (headless, Agg).  The search
 stage (uniform search -> `szrank export` -> train -> gate -> publish -> guided
 search) runs at a tiny size in the same demo run, and reports the gate's
-verdict whichever way it goes."""
+verdict whichever way it goes; so does the symmetric stage (proposal records
+from training topologies -> proposal ranker -> guided against unguided on
+held-out topologies)."""
 import json
 
 import matplotlib
@@ -19,11 +21,15 @@ from szrank.widgets.plots import (list_generations, load_report, plot_gain_uplif
                           plot_reliability, plot_split)
 
 
+TINY_SYMMETRIC = ("--ranker-evaluations", "640", "--guided-evaluations", "640", "--guided-seeds", "2")
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo") / "szrank"
-    # Both stages (the default); the search stage at a tiny size: 4 runs x 40 steps.
-    result = run([tool("szrank"), "demo", "--out", str(out), "--search-runs", "4", "--search-steps", "40"])
+    # Every stage; the search stage at a tiny size (4 runs x 40 steps), the symmetric one too.
+    result = run([tool("szrank"), "demo", "--out", str(out), "--stages", "synthetic,symmetric,search",
+                  "--search-runs", "4", "--search-steps", "40", *TINY_SYMMETRIC])
     return out, result
 
 
@@ -160,7 +166,8 @@ def test_search_stage_runs_the_loop_and_reports_the_gate(demo):
     assert not list((out / "search" / "snapshots").glob("*.sztx*"))
     published = _search_verdict(out, result.stdout)
     last = result.stdout.strip().splitlines()[-1]
-    assert last.startswith("szrank demo: synthetic stage: published; search stage: ")
+    assert last.startswith("szrank demo: synthetic stage: published; symmetric stage: guided and unguided compared; "
+                           "search stage: ")
     assert last.endswith("published" if published else "gate refused, nothing published")
 
 
@@ -180,6 +187,32 @@ def test_search_stage_rerun_is_idempotent(demo):
 def test_demo_refuses_bad_stage_options(tmp_path):
     result = run([tool("szrank"), "demo", "--out", str(tmp_path), "--stages", "synthetic,serch"])
     assert result.returncode == 2 and "serch" in result.stderr
-    result = run([tool("szrank"), "demo", "--out", str(tmp_path), "--search-runs", "3"])
+    result = run([tool("szrank"), "demo", "--out", str(tmp_path), "--stages", "search", "--search-runs", "3"])
     assert result.returncode == 2 and "at least 4 runs" in result.stderr
+    result = run([tool("szrank"), "demo", "--out", str(tmp_path), "--guided-seeds", "0"])
+    assert result.returncode == 2 and "--guided-seeds 0" in result.stderr
     assert not list(tmp_path.iterdir())                                   # refused before any work
+
+
+def test_symmetric_stage_trains_on_training_topologies_and_compares_on_held_out_ones(demo):
+    from szrank.ranker.proposals import load_ranker, read_records
+    from szrank.search.guided import COMPARED, HELD_OUT, TRAINING
+    out, result = demo
+    folder = out / "symmetric"
+    records = read_records(folder / "proposals.sztp")
+    assert set(np.unique(records["topology"])) == set(TRAINING) and not set(records["topology"]) & set(HELD_OUT)
+    assert f"szrank demo [symmetric]: {len(records):,} records" in result.stdout
+    load_ranker(folder / "ranker.sztpr")
+    saved = json.loads((folder / "comparison.json").read_text())
+    assert [t["topology"] for t in saved["topologies"]] == list(COMPARED) and saved["evaluations_per_run"] == 640
+    assert all(t["seeds"] == 2 for t in saved["topologies"]) and 0 <= saved["held_out_auc"] <= 1
+    table = result.stdout.split("szrank demo [symmetric]: guided vs unguided", 1)[1]
+    assert all(f"\n  {t:>8} " in table for t in COMPARED) and "median over " in table
+    for stage in ("symmetric: proposal records", "symmetric: train the ranker", "symmetric: guided vs unguided"):
+        assert f"  {stage} " in result.stdout
+    # The ranker it printed guides the command line's symmetric search.
+    guided = run([tool("szrank"), "search", "--strategy", "symmetric", "--topology", str(COMPARED[0]),
+                  "--model", str(folder / "ranker.sztpr"), "--evaluations", "640", "--seed", "1",
+                  "--archive", str(out / "guided-cli"), "--workers", "1"])
+    assert guided.returncode == 0, guided.stdout + guided.stderr
+    assert f"--model {folder / 'ranker.sztpr'}" in result.stdout

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from szrank.plumbing.errors import OptionError
+from szrank.plumbing.files import atomic_writer
 from szrank.geometry.defects import FACE_COUNT, evaluate
 
 # %% auto 0
@@ -63,9 +64,9 @@ def proposal_features(x: np.ndarray, cost: np.ndarray, best: float, defects: np.
 
 # %% ../../nbs/szrank/ranker/36_proposals.ipynb 12
 def write_records(path, records: np.ndarray) -> Path:
-    "Write `records` (RECORD_DTYPE) as an SZTPP001 file at `path`; returns the path."
+    "Write `records` (RECORD_DTYPE) as an SZTPP001 file at `path`, atomically (all or nothing); returns the path."
     path = Path(path)
-    with open(path, "wb") as out:
+    with atomic_writer(path) as out:
         out.write(RECORD_HEADER.pack(RECORD_MAGIC, RECORD_VERSION, RECORD_DTYPE.itemsize))
         out.write(np.ascontiguousarray(records, dtype=RECORD_DTYPE).tobytes())
     return path
@@ -100,8 +101,9 @@ class ProposalRanker:
         return np.maximum(z @ self.w1 + self.b1, 0.0) @ self.w2 + self.b2
 
     def save(self, path) -> Path:
+        "Write the weights as an SZTPR001 file at `path`, atomically; returns the path."
         path = Path(path)
-        with open(path, "wb") as out:
+        with atomic_writer(path) as out:
             np.savez(out, format=np.array(MODEL_FORMAT), features=np.array(PROPOSAL_FEATURES), mean=self.mean,
                      spread=self.spread, w1=self.w1, b1=self.b1, w2=self.w2, b2=self.b2)
         return path
