@@ -251,16 +251,38 @@ def _jobs(out, groups, days, satellites, resolution) -> list:
             for day in days for satellite in satellites]
 
 
-def _write_shards(out, groups, days, satellites, resolution, report, progress, scheduler=None) -> list:
+def _pool_shards(jobs: list, workers: int, bar) -> list:
+    """Run `shard_task` for every job in `workers` local processes; the parts in job order (the first failure
+    raised).  On a failure or an interrupt no task starts any more and the running ones are waited for, so
+    nothing writes into the staging directory once the build removes it."""
+    from concurrent.futures import as_completed
+    from suvi_fill.plumbing.device import worker_pool
+    pool = worker_pool(workers)
+    try:
+        futures = {pool.submit(shard_task, *job): i for i, job in enumerate(jobs)}
+        parts = [None] * len(jobs)
+        for future in as_completed(futures):
+            i = futures[future]
+            parts[i] = future.result()
+            bar.update(len(jobs[i][4]))
+        return parts
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _write_shards(out, groups, days, satellites, resolution, report, progress, scheduler=None, workers=1) -> list:
     """One shard per (day, satellite) of `days` x `satellites` into `out` (a day without files gets
-    an all-MISSING shard), serially or on the Dask `scheduler`.  Returns the names written."""
+    an all-MISSING shard), serially, in `workers` local processes or on the Dask `scheduler`.  Returns the
+    names written."""
     from suvi_fill.plumbing.progress import progress_bar
     jobs = _jobs(out, groups, days, satellites, resolution)
     with progress_bar(total=sum(len(v) for v in groups.values()), desc="ingest", unit="file", quiet=not progress) as bar:
-        if scheduler is None:
-            parts = [shard_task(*job, bar=bar) for job in jobs]
-        else:
+        if scheduler is not None:
             parts = _dask_shards(scheduler, jobs, bar)
+        elif workers > 1:
+            parts = _pool_shards(jobs, workers, bar)
+        else:
+            parts = [shard_task(*job, bar=bar) for job in jobs]
     for part in parts:
         _merge(report, part)
     return [job[0].name for job in jobs]
@@ -423,10 +445,11 @@ def _verify_written(directory: Path, names) -> None:
 
 # %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 39
 def _stage(staging: Path, groups, days, satellites, resolution, report, progress, span_min, split_stretch,
-           scheduler=None) -> None:
-    "Write the whole build into `staging`: the shards (here or on the Dask `scheduler`), then the report, then the manifest."
+           scheduler=None, workers=1) -> None:
+    """Write the whole build into `staging`: the shards (here, in `workers` processes or on the Dask
+    `scheduler`), then the report, then the manifest."""
     staging.mkdir(parents=True)
-    written = _write_shards(staging, groups, days, satellites, resolution, report, progress, scheduler)
+    written = _write_shards(staging, groups, days, satellites, resolution, report, progress, scheduler, workers)
     _verify_written(staging, written)
     report.update({"resolution": resolution, "days": days, "satellites": satellites, "shards": len(written)})
     shards = segments.open_shards(staging, written)
@@ -519,12 +542,13 @@ def _ingest_one(writer, slot, band, path, resolution, report) -> None:
 
 # %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 50
 def build(source, out, resolution=None, progress: bool = True, span_min: int = segments.SPAN_MIN,
-          split_stretch: int = 0, log=print, scheduler: str | None = None) -> dict:
+          split_stretch: int = 0, log=print, scheduler: str | None = None, workers: int = 1) -> dict:
     """Ingest every SUVI L2 file under `source` into shards and a manifest in `out`; returns the build report.
 
     `source`: a directory (searched recursively), a sunpy map, or a list of directories, files and maps.
     `scheduler`: None builds here, one shard after the other; `local:N` or a scheduler's address
-    builds the shards on a Dask cluster (see above), with the same result.
+    builds the shards on a Dask cluster (see above), with the same result.  `workers` > 1 (without a
+    scheduler) builds them in that many local processes, one shard a task: the same corpus, byte for byte.
 
     `split_stretch` (slots): the splits take whole stretches at least this long
     (`segments.assign_splits`); 0 assigns the time blocks as they are.  Holds `out`'s lock, and
@@ -536,6 +560,8 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
     out = Path(out)
     if scheduler is not None:
         parse_scheduler(scheduler)                      # refuse a bad address before any work
+    if int(workers) < 1 or (scheduler is not None and int(workers) > 1):
+        raise OptionError(f"--workers {workers}: give at least 1, and more than 1 only without --scheduler")
     files = find_sources(source)
     report = {"source": describe_source(source, files), "files": len(files), "skipped": [], "filled": 0,
               "unreadable": [], "reasons": {name: 0 for name in dataset.QUALITY_NAMES if name != "missing"},
@@ -554,7 +580,7 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
         _recover(out, log)
         try:
             _stage(out / STAGING, groups, days, satellites, resolution, report, progress, span_min, split_stretch,
-                   scheduler)
+                   scheduler, int(workers))
             os.replace(out / STAGING, out / READY)
         except BaseException:
             shutil.rmtree(out / STAGING, ignore_errors=True)
@@ -562,12 +588,12 @@ def build(source, out, resolution=None, progress: bool = True, span_min: int = s
         _switch(out, out / READY)
         elapsed = time.perf_counter() - started
         report.update({"clean_frames": report["reasons"]["clean"], "seconds": round(elapsed, 3),
-                       "scheduler": scheduler or "serial",
+                       "scheduler": scheduler or (f"processes:{workers}" if workers > 1 else "serial"),
                        "files_per_second": round(len(files) / elapsed, 2) if elapsed > 0 else None})
         atomic_write_json(out / REPORT, report)
     return report
 
-# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 53
+# %% ../../nbs/suvi_fill/archive/21_ingest.ipynb 54
 def build_command(parser):
     "`suvi-fill build --source DIR --out SHARDS [--resolution PX]`."
     parser.add_argument("--source", required=True, type=Path, help="directory of SUVI L2 FITS files (searched recursively)")
@@ -584,6 +610,8 @@ def build_command(parser):
                         help="build the shards on a Dask cluster: a scheduler address (tcp://host:8786; the corpus "
                              "directory and the sources on storage every worker sees) or local:N for N worker "
                              "processes here (default: serial, here)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="local processes that build the shards, one shard a task (the same corpus; default 1)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars or progress lines")
     parser.add_argument("--no-progress", dest="quiet", action="store_true", help=argparse.SUPPRESS)  # its old name
 
@@ -591,7 +619,7 @@ def build_command(parser):
         if args.split_stretch < 0:
             raise OptionError(f"--split-stretch {args.split_stretch}: must be 0 or a positive slot count")
         report = build(args.source, args.out, args.resolution, progress=not args.quiet, span_min=args.span_min,
-                       split_stretch=args.split_stretch, scheduler=args.scheduler)
+                       split_stretch=args.split_stretch, scheduler=args.scheduler, workers=args.workers)
         reasons = ", ".join(f"{k} {v}" for k, v in report["reasons"].items() if v)
         print(f"built {report['shards']} shards ({len(report['days'])} days x satellites "
               f"{report['satellites']}) at {report['resolution']} px from {report['files']} files "

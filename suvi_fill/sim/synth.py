@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import shutil
 import time
@@ -25,8 +26,8 @@ from suvi_fill.sim.outages import EMPTY_FILE, FILE_PRESENT, OK, OUTAGE_NAMES, SE
 from suvi_fill.sim.scene import DEFAULT_START, SunModel
 
 # %% auto 0
-__all__ = ['DEFAULT_RESOLUTION', 'TRUTH_NAME', 'OUTAGES_NAME', 'SIMULATOR_MODULES', 'simulator_digest', 'archive_path',
-           'synthesize', 'synth_command']
+__all__ = ['DEFAULT_RESOLUTION', 'TRUTH_NAME', 'OUTAGES_NAME', 'SIMULATOR_MODULES', 'SYNTH_CHUNK', 'simulator_digest',
+           'archive_path', 'synthesize', 'synth_command']
 
 # %% ../../nbs/suvi_fill/sim/35_synth.ipynb 5
 #: Default resolution: small enough that CI writes two days of both satellites in seconds.
@@ -117,34 +118,80 @@ def _write_truth(staging, summary, status, degraded, first, satellites) -> None:
                             names=np.array(OUTAGE_NAMES))
 
 # %% ../../nbs/suvi_fill/sim/35_synth.ipynb 16
+#: Slots a worker process draws per task (`synthesize(workers=...)`): 96 slots (6.4 h) of both satellites are
+#: about two seconds at 64 px, so progress stays steady and an interrupt waits at most that long.
+SYNTH_CHUNK = 96
+
+
+@functools.lru_cache(maxsize=1)
+def _models(seed: int, start: str, span_days: float, satellites: tuple):
+    "The Sun and the instrument of an archive (one worker process builds them once; the draws depend on nothing else)."
+    return SunModel(seed, start, span_days), Instrument(seed, satellites)
+
+
+def _draw_slots(staging, seed, start, span_days, satellites, resolution, first, offsets, status, degraded) -> int:
+    """Write the frames of slots `first + offsets` (their rows of the outage plan: `status`, `degraded`) into
+    `staging`; returns the number of slots drawn.  The unit of work of a serial and of a parallel synthesis."""
+    sun, instrument = _models(seed, start, span_days, tuple(satellites))
+    made_dirs = set()
+    for row, k in enumerate(offsets):
+        for s, sat in enumerate(satellites):
+            if any(FILE_PRESENT[c] for c in status[row, s]):
+                _write_frame(staging, sun, instrument, first + int(k), sat, status[row, s], degraded[row, s],
+                             resolution, made_dirs)
+    return len(offsets)
+
+# %% ../../nbs/suvi_fill/sim/35_synth.ipynb 18
+def _draw_all(staging, seed, start, span_days, satellites, resolution, first, status, degraded, workers, bar) -> None:
+    "Every slot of the plan, here (`workers` 1) or in `workers` processes, `SYNTH_CHUNK` slots a task."
+    offsets = np.arange(len(status))
+    if workers == 1:
+        for k in offsets:
+            bar.update(_draw_slots(staging, seed, start, span_days, satellites, resolution, first, [k],
+                                   status[k:k + 1], degraded[k:k + 1]))
+        return
+    from concurrent.futures import as_completed
+    from suvi_fill.plumbing.device import worker_pool
+    pool = worker_pool(workers)
+    try:
+        futures = [pool.submit(_draw_slots, staging, seed, start, span_days, satellites, resolution, first,
+                               offsets[i:i + SYNTH_CHUNK], status[i:i + SYNTH_CHUNK], degraded[i:i + SYNTH_CHUNK])
+                   for i in range(0, len(offsets), SYNTH_CHUNK)]
+        for future in as_completed(futures):
+            bar.update(future.result())
+    finally:                                      # on a failure or an interrupt: no task starts after this
+        pool.shutdown(wait=True, cancel_futures=True)
+
+# %% ../../nbs/suvi_fill/sim/35_synth.ipynb 19
 def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, seed: int = 0,
                start=DEFAULT_START, satellites=SATELLITES, hours: float | None = None,
-               rates: OutageRates = OutageRates(), progress: bool = True) -> dict:
+               rates: OutageRates = OutageRates(), progress: bool = True, workers: int = 1) -> dict:
     """Write a synthetic SUVI L2 archive to the new directory `out`; return the summary it records.
 
-    `hours`, when given, replaces `days` as the span (short high-resolution archives).
+    `hours`, when given, replaces `days` as the span (short high-resolution archives).  `workers` > 1 draws
+    the slots in that many processes (the same archive, byte for byte).
     Raises `OptionError` for an argument that cannot be used (before writing anything).
     """
     from suvi_fill.plumbing.progress import progress_bar
     out, resolution = Path(out), int(resolution)
     satellites, span_days, n_slots = _synth_span(out, resolution, satellites, days, hours)
+    if int(workers) < 1:
+        raise OptionError(f"--workers {workers}: must be at least 1")
     first = first_slot_of_day(start)
-    sun, instrument = SunModel(seed, start, span_days), Instrument(seed, satellites)
+    sun, instrument = _models(int(seed), as_day(start).isoformat(), span_days, satellites)
     status, degraded, events = outage_plan(first, n_slots, satellites, rates, seed)
     counts = {name: 0 for name in OUTAGE_NAMES}
     staging = out.parent / f".{out.name}.partial.{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    made_dirs, started = set(), time.perf_counter()
+    for code, count in zip(*np.unique(status, return_counts=True)):
+        counts[OUTAGE_NAMES[code]] += int(count)
+    started = time.perf_counter()
     try:
-        for k in progress_bar(range(n_slots), desc=f"synth {resolution}px", unit="slot", quiet=not progress,
-                              mininterval=0.5):
-            for s, sat in enumerate(satellites):
-                for code in status[k, s]:
-                    counts[OUTAGE_NAMES[code]] += 1
-                if any(FILE_PRESENT[c] for c in status[k, s]):
-                    _write_frame(staging, sun, instrument, first + k, sat, status[k, s], degraded[k, s],
-                                 resolution, made_dirs)
+        with progress_bar(total=n_slots, desc=f"synth {resolution}px", unit="slot", quiet=not progress,
+                          mininterval=0.5) as bar:
+            _draw_all(staging, seed, as_day(start).isoformat(), span_days, satellites, resolution, first, status,
+                      degraded, int(workers), bar)
         summary = {
             "seed": int(seed), "simulator": simulator_digest(), "start": as_day(start).isoformat(),
             "first_slot": int(first), "slots": n_slots,
@@ -165,7 +212,7 @@ def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, see
         raise
     return summary
 
-# %% ../../nbs/suvi_fill/sim/35_synth.ipynb 19
+# %% ../../nbs/suvi_fill/sim/35_synth.ipynb 22
 def synth_command(parser: argparse.ArgumentParser):
     "`suvi-fill synth`: write a synthetic SUVI L2 archive (see `synthesize`)."
     parser.add_argument("--out", required=True, help="new directory for the archive")
@@ -181,6 +228,8 @@ def synth_command(parser: argparse.ArgumentParser):
     parser.add_argument("--outage-scale", type=float, default=1.0,
                         help="multiply the rate of every random outage process (eclipses unchanged); "
                              "0.1 gives clean runs of many hours (default 1: the documented rates)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="processes that draw the slots (the same archive; default 1)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars or progress lines")
 
     def run(args) -> int:
@@ -198,7 +247,7 @@ def synth_command(parser: argparse.ArgumentParser):
             raise OptionError(f"--start {args.start!r}: {exc}") from None
         summary = synthesize(args.out, days=args.days, resolution=args.resolution, seed=args.seed,
                              start=args.start, satellites=satellites, hours=args.hours,
-                             rates=rates, progress=not args.quiet)
+                             rates=rates, progress=not args.quiet, workers=args.workers)
         frames = summary["band_frames"]
         print(f"wrote {summary['files']} files to {args.out} in {summary['seconds']:.1f} s: "
               f"{summary['slots']} slots x {len(satellites)} satellites x 6 bands at {summary['resolution']} px")

@@ -29,7 +29,7 @@ def autocast_enabled(device) -> bool:
     return getattr(device, "type", str(device)) == "cuda"
 
 # %% auto 0
-__all__ = ['DEVICE_CHOICES', 'pick_device', 'autocast_enabled', 'check_threads', 'cpu_threads']
+__all__ = ['DEVICE_CHOICES', 'pick_device', 'autocast_enabled', 'check_threads', 'cpu_threads', 'worker_pool']
 
 # %% ../../nbs/szrank/plumbing/05_device.ipynb 6
 def check_threads(count: int | None) -> None:
@@ -50,3 +50,20 @@ def cpu_threads(count: int | None):
         yield torch.get_num_threads()
     finally:
         torch.set_num_threads(before)
+
+# %% ../../nbs/szrank/plumbing/05_device.ipynb 9
+def _worker_signals() -> None:
+    "In a pool worker: Ctrl-C is the parent's to handle (it cancels the tasks and waits); SIGTERM ends it quietly."
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def worker_pool(workers: int):
+    """A `ProcessPoolExecutor` of `workers` local processes: forked on Linux, spawned elsewhere; its workers
+    leave an interrupt to the parent, whose `shutdown(cancel_futures=True)` ends the pool cleanly."""
+    import multiprocessing
+    import sys
+    from concurrent.futures import ProcessPoolExecutor
+    context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    return ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_signals)
