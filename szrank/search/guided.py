@@ -182,6 +182,13 @@ def compare_guided(model, evaluations: int, seeds: int, topologies=COMPARED, wor
     return comparisons, ranking_auc(pairs[0], pairs[1] > 0)
 
 # %% ../../nbs/szrank/search/47_guided.ipynb 23
+def _saving(c: Comparison) -> str:
+    "A topology's saving as the table shows it: a percentage, or why there is none."
+    if math.isfinite(c.saving):
+        return f"{c.saving:+.0%}"
+    return "guided never" if math.isfinite(c.unguided) else "-"
+
+
 def format_comparisons(comparisons: list[Comparison], evaluations: int, candidates: int = CANDIDATES) -> str:
     "The comparison table: per topology the target, each mode's evaluations to it, runs reaching it, median best."
     seeds = comparisons[0].seeds if comparisons else 0
@@ -193,7 +200,7 @@ def format_comparisons(comparisons: list[Comparison], evaluations: int, candidat
     for c in comparisons:
         lines.append(f"  {c.topology:>8} {c.symmetry:>4} {c.target:>6g} | {shown(c.unguided):>9} "
                      f"{c.unguided_reached:>3}/{c.seeds:<3} {c.unguided_best:>5g} | {shown(c.guided):>9} "
-                     f"{c.guided_reached:>3}/{c.seeds:<3} {c.guided_best:>5g} | {c.saving:+.0%}")
+                     f"{c.guided_reached:>3}/{c.seeds:<3} {c.guided_best:>5g} | {_saving(c)}")
     ratios = [c.guided / c.unguided for c in comparisons if math.isfinite(c.unguided) and c.unguided > 0]
     if ratios:
         ratio = float(np.median(ratios))
