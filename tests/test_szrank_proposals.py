@@ -14,21 +14,10 @@ from szrank.plumbing.errors import OptionError
 from szrank.ranker.proposals import (PROPOSAL_FEATURES, RECORD_DTYPE, load_ranker, read_records, train_ranker,
                                      write_records)
 from szrank.search.archive import list_runs, read_run
+from szrank.search.guided import log_run as logged
 from szrank.search.population import CANDIDATES, population_search
 
 BEST_LINE = r"best C\+I (\d+) after (\d+) evaluations"
-
-
-def logged(topology: int, evaluations: int, seed: int) -> tuple[np.ndarray, object]:
-    "The SZTPP001 records of one unguided symmetric run, and its result."
-    parts = []
-
-    def log(features, gain, accepted):
-        rows = np.zeros(len(gain), RECORD_DTYPE)
-        rows["topology"], rows["features"], rows["gain"], rows["accepted"] = topology, features, gain, accepted
-        parts.append(rows)
-    result = population_search(topology, evaluations, seed=seed, symmetry=symmetry_of(topology), log=log)
-    return np.concatenate(parts), result
 
 
 @pytest.fixture(scope="module")

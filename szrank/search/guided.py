@@ -30,16 +30,16 @@ COMPARED = (11, 14, 44, 53, 56)
 COMPARE_SEED = 1000                    #: compared runs use seeds 1000, 1001, ... in both modes
 
 # %% ../../nbs/szrank/search/47_guided.ipynb 7
-def log_run(topology: int, evaluations: int, seed: int) -> np.ndarray:
-    "The SZTPP001 records (`RECORD_DTYPE`) of every counted proposal of one unguided symmetric run."
+def log_run(topology: int, evaluations: int, seed: int) -> tuple[np.ndarray, object]:
+    "The SZTPP001 records (`RECORD_DTYPE`) of every counted proposal of one unguided symmetric run, and its result."
     parts = []
 
     def log(features, gain, accepted):
         rows = np.zeros(len(gain), RECORD_DTYPE)
         rows["topology"], rows["features"], rows["gain"], rows["accepted"] = topology, features, gain, accepted
         parts.append(rows)
-    population_search(topology, evaluations, seed=seed, symmetry=symmetry_of(topology), log=log)
-    return np.concatenate(parts) if parts else np.zeros(0, RECORD_DTYPE)
+    result = population_search(topology, evaluations, seed=seed, symmetry=symmetry_of(topology), log=log)
+    return (np.concatenate(parts) if parts else np.zeros(0, RECORD_DTYPE)), result
 
 # %% ../../nbs/szrank/search/47_guided.ipynb 9
 def _pool_map(function, jobs: list, workers: int, progress=None) -> list:
@@ -69,7 +69,7 @@ def proposal_corpus(evaluations: int, seed: int, topologies=TRAINING, workers: i
     if held:
         raise OptionError(f"topologies {held} are held out of training; train on {TRAINING}")
     jobs = [(t, evaluations, seed + k) for k, t in enumerate(topologies)]
-    return np.concatenate(_pool_map(log_run, jobs, workers, progress))
+    return np.concatenate([records for records, _ in _pool_map(log_run, jobs, workers, progress)])
 
 # %% ../../nbs/szrank/search/47_guided.ipynb 12
 def ranking_auc(scores: np.ndarray, improved: np.ndarray) -> float:
