@@ -164,7 +164,8 @@ RANKER_EVALUATIONS = 25_600  # logged per training topology: 40 x 25,600 give ab
                              # ranker's 32 hidden units reached a held-out AUC of 0.78 (HIDDEN's comment)
 GUIDED_EVALUATIONS = 30_000  # budget of a compared run: the symmetric search first restarts after 512,000
                              # evaluations, so each run is one descent, where a ranker can save evaluations
-GUIDED_SEEDS = 8             # seeds a topology and mode: 5 topologies x 8 seeds x 2 modes = 80 runs
+GUIDED_SEEDS = 8             # seeds a topology and set: 5 topologies x 8 seeds x 3 sets (reference, unguided,
+                             # guided) = 120 runs
 SYMMETRIC_WORKERS = 2        # one process per core of the demo's two: every run is seeded, so the results
                              # are the same as in one process
 
@@ -206,7 +207,7 @@ def run_symmetric_stage(out: Path, ranker_evaluations: int = RANKER_EVALUATIONS,
     print(f"szrank demo [symmetric]: ranker {model}; guided vs unguided on held-out topologies "
           f"{', '.join(map(str, COMPARED))}, {seeds} seeds each, {guided_evaluations:,} evaluations a run", flush=True)
     with clock.stage("symmetric: guided vs unguided"):
-        with progress_bar(total=2 * seeds * len(COMPARED), desc="szrank demo [symmetric] compared", unit="run") as bar:
+        with progress_bar(total=3 * seeds * len(COMPARED), desc="szrank demo [symmetric] compared", unit="run") as bar:
             comparisons, auc = compare_guided(model, guided_evaluations, seeds, workers=SYMMETRIC_WORKERS,
                                               progress=lambda: bar.update(1))
     atomic_write_json(folder / "comparison.json", _comparison_json(comparisons, auc, guided_evaluations))

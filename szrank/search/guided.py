@@ -18,8 +18,9 @@ from szrank.ranker.proposals import RECORD_DTYPE, load_ranker
 from szrank.search.population import CANDIDATES, population_search
 
 # %% auto 0
-__all__ = ['HELD_OUT', 'TRAINING', 'COMPARED', 'COMPARE_SEED', 'log_run', 'proposal_corpus', 'ranking_auc', 'compared_run',
-           'reach', 'lower_median', 'Comparison', 'compare_evaluations', 'compare_guided', 'format_comparisons']
+__all__ = ['HELD_OUT', 'TRAINING', 'COMPARED', 'COMPARE_SEED', 'REFERENCE_SEED', 'log_run', 'proposal_corpus', 'ranking_auc',
+           'compared_run', 'reach', 'lower_median', 'Comparison', 'compare_evaluations', 'compare_guided',
+           'format_comparisons']
 
 # %% ../../nbs/szrank/search/47_guided.ipynb 4
 HELD_OUT = tuple(t for t in range(TOPOLOGY_COUNT) if t % 3 == 2)   #: 19 topologies never trained on
@@ -28,6 +29,7 @@ TRAINING = tuple(t for t in range(TOPOLOGY_COUNT) if t % 3 != 2)   #: the 40 tha
 #: the best-of-4 oracle reached the unguided median 47-90 % sooner.
 COMPARED = (11, 14, 44, 53, 56)
 COMPARE_SEED = 1000                    #: compared runs use seeds 1000, 1001, ... in both modes
+REFERENCE_SEED = 2000                  #: the unguided runs that set the target use seeds 2000, 2001, ...
 
 # %% ../../nbs/szrank/search/47_guided.ipynb 7
 def log_run(topology: int, evaluations: int, seed: int) -> tuple[np.ndarray, object]:
@@ -117,7 +119,7 @@ class Comparison:
     topology: int
     symmetry: str
     seeds: int
-    target: float                  # the unguided runs' median final best C+I
+    target: float                  # the reference (unguided) runs' median final best C+I
     unguided: float                # lower median over seeds of the evaluations to the target (inf: never)
     guided: float
     unguided_reached: int          # runs that reached the target
@@ -146,10 +148,11 @@ def compare_evaluations(uniform: float, guided: float) -> str:
 
 # %% ../../nbs/szrank/search/47_guided.ipynb 20
 def _comparison(topology: int, runs: dict) -> Comparison:
-    "A topology's `Comparison` from its runs' histories, {'unguided': [...], 'guided': [...]}."
-    target = float(np.median([h[-1][1] for h in runs["unguided"]]))
+    "A topology's `Comparison` from its runs' histories, {'reference': [...], 'unguided': [...], 'guided': [...]}."
+    target = float(np.median([h[-1][1] for h in runs["reference"]]))
     figures = {}
-    for mode, histories in runs.items():
+    for mode in ("unguided", "guided"):
+        histories = runs[mode]
         hits = [reach(h, target) for h in histories]
         figures[mode] = (lower_median(hits), int(np.isfinite(hits).sum()), float(np.median([h[-1][1] for h in histories])))
     (u, u_reached, u_best), (g, g_reached, g_best) = figures["unguided"], figures["guided"]
@@ -160,21 +163,23 @@ def _comparison(topology: int, runs: dict) -> Comparison:
 def compare_guided(model, evaluations: int, seeds: int, topologies=COMPARED, workers: int = 1,
                    candidates: int = CANDIDATES, progress=None) -> tuple[list[Comparison], float]:
     """Unguided and `model`-guided symmetric runs of `evaluations` on each held-out topology, seeds
-    COMPARE_SEED.. (+`seeds`); the comparisons and the ranker's AUC on the first unguided run's proposals
-    of every topology.  `progress()` is called after each run."""
+    COMPARE_SEED.. (+`seeds`), against the target that unguided reference runs (seeds REFERENCE_SEED..) set;
+    the comparisons and the ranker's AUC on the first unguided run's proposals of every topology.
+    `progress()` is called after each run (3 x `seeds` a topology)."""
     trained = sorted(set(topologies) - set(HELD_OUT))
     if trained or seeds < 1 or evaluations <= 0:
         raise OptionError(f"compare held-out topologies {HELD_OUT} with seeds >= 1 and evaluations > 0; got "
                           f"topologies {list(topologies)}, seeds {seeds}, evaluations {evaluations}")
-    model, seed_list = str(model), [COMPARE_SEED + k for k in range(seeds)]
-    jobs = [(t, evaluations, s, m, candidates, model if (m is None and s == seed_list[0]) else None)
-            for t in topologies for m in (None, model) for s in seed_list]
+    model = str(model)
+    plan = {"reference": (REFERENCE_SEED, None), "unguided": (COMPARE_SEED, None), "guided": (COMPARE_SEED, model)}
+    jobs = [(t, evaluations, first + k, m, candidates, model if (mode == "unguided" and k == 0) else None)
+            for t in topologies for mode, (first, m) in plan.items() for k in range(seeds)]
     results = iter(_pool_map(compared_run, jobs, workers, progress))
     comparisons, scored = [], []
     for t in topologies:
         runs = {}
-        for mode in ("unguided", "guided"):
-            found = [next(results) for _ in seed_list]
+        for mode in plan:
+            found = [next(results) for _ in range(seeds)]
             runs[mode] = [history for history, _ in found]
             scored += [pairs for _, pairs in found if pairs is not None]
         comparisons.append(_comparison(t, runs))
@@ -195,8 +200,9 @@ def format_comparisons(comparisons: list[Comparison], evaluations: int, candidat
     shown = lambda value: "never" if math.isinf(value) else f"{value:,.0f}"
     lines = [f"  {'topology':>8} {'sym':>4} {'target':>6} | {'unguided':>9} {'reached':>7} {'best':>5} | "
              f"{'guided':>9} {'reached':>7} {'best':>5} | saving",
-             f"  (evaluations to the target: lower median over {seeds} seeds; budget {evaluations:,} a run; "
-             f"guided counts the best-ranked of {candidates})"]
+             f"  (target: the median final best of {seeds} reference unguided runs of other seeds; evaluations to "
+             f"it: lower median over {seeds} seeds; budget {evaluations:,} a run; guided counts the best-ranked of "
+             f"{candidates})"]
     for c in comparisons:
         lines.append(f"  {c.topology:>8} {c.symmetry:>4} {c.target:>6g} | {shown(c.unguided):>9} "
                      f"{c.unguided_reached:>3}/{c.seeds:<3} {c.unguided_best:>5g} | {shown(c.guided):>9} "
