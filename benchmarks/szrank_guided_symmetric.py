@@ -12,9 +12,11 @@ out; the other 40 train.
    (`szrank.search.guided.compare_guided`):
      unguided  `population_search(..., symmetry=symmetry_of(t))`, the `szrank search --strategy symmetric` engine;
      guided    the same with `ranker=`: each member draws CANDIDATES proposals, the best-ranked one is counted.
-   Both count 32 evaluations an iteration, so the budgets compare evaluation for evaluation.
+     control   the same with a ranker that picks one of the candidates at random (what chance shows).
+   Both count 32 evaluations an iteration, so the budgets compare evaluation for evaluation.  The target is
+   the median final best of reference unguided runs of other seeds.
 
-The target per topology is the unguided runs' median final best C+I.  Per mode the table gives the lower median
+The target per topology is the reference runs' median final best C+I.  Per mode the table gives the lower median
 over seeds of the evaluations until the best first reached the target (never: inf), the runs reaching it and the
 median best C+I at the budget; the saving is 1 - guided / unguided (goal >= 30 %).  No assertions: the figures
 are reported as they come out.  `szrank demo` runs the same measurement at a fixed size (its symmetric stage).
@@ -72,11 +74,12 @@ def main() -> int:
     started = time.process_time()
     comparisons, auc = compare_guided(model, args.evaluations, args.seeds, topologies, args.workers, args.candidates)
     print(format_comparisons(comparisons, args.evaluations, args.candidates))
-    savings = [c.saving for c in comparisons]
+    savings, chance = [c.saving for c in comparisons], [c.control_saving for c in comparisons]
     median = float(np.nanmedian(savings))
     print(f"held-out AUC {auc:.3f}; median saving over {len(comparisons)} held-out topologies: {median:+.0%} "
           f"(goal >= {GOAL_SAVING:.0%}: {'met' if median >= GOAL_SAVING else 'not met'}); "
-          f"{sum(s > 0 for s in savings)} of {len(savings)} saved")
+          f"{sum(s > 0 for s in savings)} of {len(savings)} saved; the random-pick control: "
+          f"{float(np.nanmedian(chance)):+.0%}, {sum(s > 0 for s in chance)} of {len(chance)} saved")
     return 0
 
 

@@ -164,8 +164,8 @@ RANKER_EVALUATIONS = 25_600  # logged per training topology: 40 x 25,600 give ab
                              # ranker's 32 hidden units reached a held-out AUC of 0.78 (HIDDEN's comment)
 GUIDED_EVALUATIONS = 30_000  # budget of a compared run: the symmetric search first restarts after 512,000
                              # evaluations, so each run is one descent, where a ranker can save evaluations
-GUIDED_SEEDS = 8             # seeds a topology and set: 5 topologies x 8 seeds x 3 sets (reference, unguided,
-                             # guided) = 120 runs
+GUIDED_SEEDS = 6             # seeds a topology and set: 5 topologies x 6 seeds x 4 sets (reference, unguided,
+                             # guided, random-pick control) = 120 runs, about 100 s on two cores (8 seeds: 129 s)
 SYMMETRIC_WORKERS = 2        # one process per core of the demo's two: every run is seeded, so the results
                              # are the same as in one process
 
@@ -176,7 +176,8 @@ def _comparison_json(comparisons: list, auc: float, evaluations: int) -> dict:
     finite = lambda value: value if math.isfinite(value) else None
     return {"evaluations_per_run": evaluations, "held_out_auc": finite(auc),
             "topologies": [{k: finite(v) if isinstance(v, float) else v for k, v in dataclasses.asdict(c).items()}
-                           | {"saving": finite(c.saving)} for c in comparisons]}
+                           | {"saving": finite(c.saving), "control_saving": finite(c.control_saving)}
+                           for c in comparisons]}
 
 
 def run_symmetric_stage(out: Path, ranker_evaluations: int = RANKER_EVALUATIONS,
@@ -207,7 +208,7 @@ def run_symmetric_stage(out: Path, ranker_evaluations: int = RANKER_EVALUATIONS,
     print(f"szrank demo [symmetric]: ranker {model}; guided vs unguided on held-out topologies "
           f"{', '.join(map(str, COMPARED))}, {seeds} seeds each, {guided_evaluations:,} evaluations a run", flush=True)
     with clock.stage("symmetric: guided vs unguided"):
-        with progress_bar(total=3 * seeds * len(COMPARED), desc="szrank demo [symmetric] compared", unit="run") as bar:
+        with progress_bar(total=4 * seeds * len(COMPARED), desc="szrank demo [symmetric] compared", unit="run") as bar:
             comparisons, auc = compare_guided(model, guided_evaluations, seeds, workers=SYMMETRIC_WORKERS,
                                               progress=lambda: bar.update(1))
     atomic_write_json(folder / "comparison.json", _comparison_json(comparisons, auc, guided_evaluations))

@@ -18,9 +18,9 @@ from szrank.ranker.proposals import RECORD_DTYPE, load_ranker
 from szrank.search.population import CANDIDATES, population_search
 
 # %% auto 0
-__all__ = ['HELD_OUT', 'TRAINING', 'COMPARED', 'COMPARE_SEED', 'REFERENCE_SEED', 'log_run', 'proposal_corpus', 'ranking_auc',
-           'compared_run', 'reach', 'lower_median', 'Comparison', 'compare_evaluations', 'compare_guided',
-           'format_comparisons']
+__all__ = ['HELD_OUT', 'TRAINING', 'COMPARED', 'COMPARE_SEED', 'REFERENCE_SEED', 'RANDOM_PICK', 'log_run', 'proposal_corpus',
+           'ranking_auc', 'RandomPick', 'compared_run', 'reach', 'lower_median', 'Comparison', 'compare_evaluations',
+           'compare_guided', 'format_comparisons']
 
 # %% ../../nbs/szrank/search/47_guided.ipynb 4
 HELD_OUT = tuple(t for t in range(TOPOLOGY_COUNT) if t % 3 == 2)   #: 19 topologies never trained on
@@ -88,11 +88,25 @@ def ranking_auc(scores: np.ndarray, improved: np.ndarray) -> float:
     return float((ranks[improved].sum() - positives * (positives + 1) / 2) / (positives * negatives))
 
 # %% ../../nbs/szrank/search/47_guided.ipynb 15
+class RandomPick:
+    "The control ranker: scores drawn at random, so a guided step counts one of its candidates at random."
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng([int(seed), 0x5A4D])
+
+    def score(self, features: np.ndarray) -> np.ndarray:
+        return self.rng.random(np.shape(features)[:-1])
+
+
+RANDOM_PICK = "random-pick"            #: `compared_run`'s model for the control
+
+
 def compared_run(topology: int, evaluations: int, seed: int, model: str | None = None,
                  candidates: int = CANDIDATES, score_with: str | None = None) -> tuple[list, np.ndarray | None]:
     """One symmetric run: its best-so-far history and, with `score_with` (unguided runs only), the
-    (scores, improved) pairs of its counted proposals as an array of shape (2, n)."""
-    ranker = load_ranker(model) if model else None
+    (scores, improved) pairs of its counted proposals as an array of shape (2, n).  `model` is a ranker
+    file, `RANDOM_PICK` (the control) or None (unguided)."""
+    ranker = RandomPick(seed) if model == RANDOM_PICK else load_ranker(model) if model else None
     scorer, scored = (load_ranker(score_with) if score_with else None), []
 
     def log(features, gain, accepted):
@@ -126,6 +140,13 @@ class Comparison:
     guided_reached: int
     unguided_best: float           # median final best C+I at the budget
     guided_best: float
+    control: float = math.nan      # the random-pick control's evaluations to the target (nan: not run)
+    control_reached: int = 0
+
+    @property
+    def control_saving(self) -> float:
+        "1 - control / unguided: what picking at random 'saves' (chance, at this many seeds)."
+        return 1 - self.control / self.unguided if math.isfinite(self.unguided) and self.unguided > 0 else math.nan
 
     @property
     def saving(self) -> float:
@@ -150,28 +171,33 @@ def compare_evaluations(uniform: float, guided: float) -> str:
 def _comparison(topology: int, runs: dict) -> Comparison:
     "A topology's `Comparison` from its runs' histories, {'reference': [...], 'unguided': [...], 'guided': [...]}."
     target = float(np.median([h[-1][1] for h in runs["reference"]]))
-    figures = {}
-    for mode in ("unguided", "guided"):
+    figures = {"control": (math.nan, 0, math.nan)}
+    for mode in ("unguided", "guided", "control"):
+        if mode not in runs:
+            continue
         histories = runs[mode]
         hits = [reach(h, target) for h in histories]
         figures[mode] = (lower_median(hits), int(np.isfinite(hits).sum()), float(np.median([h[-1][1] for h in histories])))
     (u, u_reached, u_best), (g, g_reached, g_best) = figures["unguided"], figures["guided"]
     return Comparison(topology, symmetry_of(topology).name, len(runs["unguided"]), target, u, g, u_reached,
-                      g_reached, u_best, g_best)
+                      g_reached, u_best, g_best, figures["control"][0], figures["control"][1])
 
 
 def compare_guided(model, evaluations: int, seeds: int, topologies=COMPARED, workers: int = 1,
-                   candidates: int = CANDIDATES, progress=None) -> tuple[list[Comparison], float]:
+                   candidates: int = CANDIDATES, progress=None, control: bool = True) -> tuple[list[Comparison], float]:
     """Unguided and `model`-guided symmetric runs of `evaluations` on each held-out topology, seeds
     COMPARE_SEED.. (+`seeds`), against the target that unguided reference runs (seeds REFERENCE_SEED..) set;
     the comparisons and the ranker's AUC on the first unguided run's proposals of every topology.
-    `progress()` is called after each run (3 x `seeds` a topology)."""
+    With `control`, the same seeds again with `RANDOM_PICK`: what the measure shows for a ranker that
+    knows nothing.  `progress()` is called after each run (3 or 4 x `seeds` a topology)."""
     trained = sorted(set(topologies) - set(HELD_OUT))
     if trained or seeds < 1 or evaluations <= 0:
         raise OptionError(f"compare held-out topologies {HELD_OUT} with seeds >= 1 and evaluations > 0; got "
                           f"topologies {list(topologies)}, seeds {seeds}, evaluations {evaluations}")
     model = str(model)
     plan = {"reference": (REFERENCE_SEED, None), "unguided": (COMPARE_SEED, None), "guided": (COMPARE_SEED, model)}
+    if control:
+        plan["control"] = (COMPARE_SEED, RANDOM_PICK)
     jobs = [(t, evaluations, first + k, m, candidates, model if (mode == "unguided" and k == 0) else None)
             for t in topologies for mode, (first, m) in plan.items() for k in range(seeds)]
     results = iter(_pool_map(compared_run, jobs, workers, progress))
@@ -187,30 +213,39 @@ def compare_guided(model, evaluations: int, seeds: int, topologies=COMPARED, wor
     return comparisons, ranking_auc(pairs[0], pairs[1] > 0)
 
 # %% ../../nbs/szrank/search/47_guided.ipynb 23
-def _saving(c: Comparison) -> str:
-    "A topology's saving as the table shows it: a percentage, or why there is none."
-    if math.isfinite(c.saving):
-        return f"{c.saving:+.0%}"
-    return "guided never" if math.isfinite(c.unguided) else "-"
+def _percent(saving: float) -> str:
+    "A saving as the table shows it: a percentage, 'never' (the mode never reached the target) or '-' (undefined)."
+    if math.isnan(saving):
+        return "-"
+    return f"{saving:+.0%}" if math.isfinite(saving) else "never"
 
 
 def format_comparisons(comparisons: list[Comparison], evaluations: int, candidates: int = CANDIDATES) -> str:
     "The comparison table: per topology the target, each mode's evaluations to it, runs reaching it, median best."
     seeds = comparisons[0].seeds if comparisons else 0
     shown = lambda value: "never" if math.isinf(value) else f"{value:,.0f}"
+    control = any(math.isfinite(c.control) or c.control_reached for c in comparisons)
     lines = [f"  {'topology':>8} {'sym':>4} {'target':>6} | {'unguided':>9} {'reached':>7} {'best':>5} | "
-             f"{'guided':>9} {'reached':>7} {'best':>5} | saving",
+             f"{'guided':>9} {'reached':>7} {'best':>5} | saving" + (" | random pick" if control else ""),
              f"  (target: the median final best of {seeds} reference unguided runs of other seeds; evaluations to "
              f"it: lower median over {seeds} seeds; budget {evaluations:,} a run; guided counts the best-ranked of "
              f"{candidates})"]
     for c in comparisons:
         lines.append(f"  {c.topology:>8} {c.symmetry:>4} {c.target:>6g} | {shown(c.unguided):>9} "
                      f"{c.unguided_reached:>3}/{c.seeds:<3} {c.unguided_best:>5g} | {shown(c.guided):>9} "
-                     f"{c.guided_reached:>3}/{c.seeds:<3} {c.guided_best:>5g} | {_saving(c)}")
+                     f"{c.guided_reached:>3}/{c.seeds:<3} {c.guided_best:>5g} | {_percent(c.saving):>7}"
+                     + (f" | {_percent(c.control_saving)}" if control else ""))
     ratios = [c.guided / c.unguided for c in comparisons if math.isfinite(c.unguided) and c.unguided > 0]
     if ratios:
         ratio = float(np.median(ratios))
         words = (compare_evaluations(1.0, ratio) + " to reach the unguided median best" if math.isfinite(ratio)
                  else "guided never reached the unguided median best")
         lines.append(f"  median over {len(ratios)} held-out topologies: {words}")
+    chance = [c.control / c.unguided for c in comparisons if math.isfinite(c.unguided) and c.unguided > 0]
+    if control and chance:
+        ratio = float(np.median(chance))
+        words = ("never reached it" if not math.isfinite(ratio) else "needed as many evaluations as uniform"
+                 if ratio == 1 else compare_evaluations(1.0, ratio).replace("guided ", "", 1))
+        lines.append(f"  the control, one of the same candidates picked at random: {words.replace('guided ', '', 1)} "
+                     f"(what chance shows at {seeds} seeds)")
     return "\n".join(lines)
