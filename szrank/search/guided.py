@@ -217,7 +217,7 @@ def _percent(saving: float) -> str:
     "A saving as the table shows it: a percentage, 'never' (the mode never reached the target) or '-' (undefined)."
     if math.isnan(saving):
         return "-"
-    return f"{saving:+.0%}" if math.isfinite(saving) else "never"
+    return f"{round(saving, 2) or 0.0:+.0%}" if math.isfinite(saving) else "never"     # no "-0%"
 
 
 def format_comparisons(comparisons: list[Comparison], evaluations: int, candidates: int = CANDIDATES) -> str:
