@@ -19,7 +19,6 @@ from szrank.stream.format import (EXPORT_HEADER, RECORD_DTYPE, run_key, run_keys
 from szrank.stream.synthetic import DEMO_RECORDS, DEMO_SEED, synthesize_corpus
 from szrank.train.config import TrainConfig
 from szrank.plumbing.progress import StageClock
-from szrank.search.guided import compare_evaluations
 
 # %% auto 0
 __all__ = ['DEFAULT_OUT', 'ARCHIVE_NAME', 'DEMO_TRAINING', 'RANKER_SEED', 'RANKER_EVALUATIONS', 'GUIDED_EVALUATIONS',
@@ -180,6 +179,13 @@ def _comparison_json(comparisons: list, auc: float, evaluations: int) -> dict:
                            for c in comparisons]}
 
 
+def _check_symmetric_sizes(ranker_evaluations: int, guided_evaluations: int, seeds: int) -> None:
+    "Refuse a symmetric stage size that is not positive (one line naming the flags)."
+    if min(ranker_evaluations, guided_evaluations, seeds) <= 0:
+        raise OptionError(f"the symmetric stage needs positive sizes, got --ranker-evaluations {ranker_evaluations} "
+                          f"--guided-evaluations {guided_evaluations} --guided-seeds {seeds}")
+
+
 def run_symmetric_stage(out: Path, ranker_evaluations: int = RANKER_EVALUATIONS,
                         guided_evaluations: int = GUIDED_EVALUATIONS, seeds: int = GUIDED_SEEDS,
                         clock: StageClock | None = None) -> int:
@@ -190,9 +196,7 @@ def run_symmetric_stage(out: Path, ranker_evaluations: int = RANKER_EVALUATIONS,
     from szrank.plumbing.progress import progress_bar
     from szrank.ranker.proposals import train_ranker, write_records
     from szrank.search.guided import COMPARED, TRAINING, compare_guided, format_comparisons, proposal_corpus
-    if min(ranker_evaluations, guided_evaluations, seeds) <= 0:
-        raise OptionError(f"the symmetric stage needs positive sizes, got --ranker-evaluations {ranker_evaluations} "
-                          f"--guided-evaluations {guided_evaluations} --guided-seeds {seeds}")
+    _check_symmetric_sizes(ranker_evaluations, guided_evaluations, seeds)
     clock, folder = clock or StageClock(), Path(out) / "symmetric"
     print(f"szrank demo [symmetric]: proposal records from unguided symmetric runs of {ranker_evaluations:,} "
           f"evaluations on the {len(TRAINING)} training topologies (seeds {RANKER_SEED}..)", flush=True)
@@ -271,7 +275,8 @@ def _fresh_search(archive: Path, runs: int, steps: int, model: Path | None = Non
 # %% ../nbs/szrank/91_demo.ipynb 44
 def _to_target(uniform: list, guided: list, archives: tuple[Path, Path], target: float) -> list[str]:
     "Lines: the evaluations each policy's runs needed to reach `target` (lower median; never = inf) and the saving."
-    from szrank.search.runs import best_curve, evaluations_to_reach
+    from szrank.search.guided import compare_evaluations        # here, not at the top: the replay exporter
+    from szrank.search.runs import best_curve, evaluations_to_reach     # imports this module and needs neither
     reach = [sorted(evaluations_to_reach(best_curve(a, s.run_id), target) for s in runs)
              for a, runs in zip(archives, (uniform, guided))]
     median = [r[(len(r) - 1) // 2] for r in reach]                 # the lower median: an actual run's figure
@@ -359,9 +364,8 @@ def run_demo(out: Path = DEFAULT_OUT, labels_shuffled: bool = False, device: str
     if "search" in stages and (search_runs < len(SPLIT_NAMES) or search_steps <= 0):   # refused before any work
         raise OptionError(f"the search stage needs at least {len(SPLIT_NAMES)} runs (train, validation, test, "
                          f"stress) and positive steps, got --search-runs {search_runs} --search-steps {search_steps}")
-    if "symmetric" in stages and min(ranker_evaluations, guided_evaluations, guided_seeds) <= 0:
-        raise OptionError(f"the symmetric stage needs positive sizes, got --ranker-evaluations {ranker_evaluations} "
-                          f"--guided-evaluations {guided_evaluations} --guided-seeds {guided_seeds}")
+    if "symmetric" in stages:                                     # refused before any work, as the search stage
+        _check_symmetric_sizes(ranker_evaluations, guided_evaluations, guided_seeds)
     results, clock = {}, StageClock()
     if "synthetic" in stages:
         with clock.stage("synthetic: corpus, train, gate"):

@@ -251,36 +251,18 @@ def _jobs(out, groups, days, satellites, resolution) -> list:
             for day in days for satellite in satellites]
 
 
-def _pool_shards(jobs: list, workers: int, bar) -> list:
-    """Run `shard_task` for every job in `workers` local processes; the parts in job order (the first failure
-    raised).  On a failure or an interrupt no task starts any more and the running ones are waited for, so
-    nothing writes into the staging directory once the build removes it."""
-    from concurrent.futures import as_completed
-    from suvi_fill.plumbing.device import worker_pool
-    pool = worker_pool(workers)
-    try:
-        futures = {pool.submit(shard_task, *job): i for i, job in enumerate(jobs)}
-        parts = [None] * len(jobs)
-        for future in as_completed(futures):
-            i = futures[future]
-            parts[i] = future.result()
-            bar.update(len(jobs[i][4]))
-        return parts
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
 def _write_shards(out, groups, days, satellites, resolution, report, progress, scheduler=None, workers=1) -> list:
     """One shard per (day, satellite) of `days` x `satellites` into `out` (a day without files gets
     an all-MISSING shard), serially, in `workers` local processes or on the Dask `scheduler`.  Returns the
     names written."""
+    from suvi_fill.plumbing.device import run_in_workers
     from suvi_fill.plumbing.progress import progress_bar
     jobs = _jobs(out, groups, days, satellites, resolution)
     with progress_bar(total=sum(len(v) for v in groups.values()), desc="ingest", unit="file", quiet=not progress) as bar:
         if scheduler is not None:
             parts = _dask_shards(scheduler, jobs, bar)
-        elif workers > 1:
-            parts = _pool_shards(jobs, workers, bar)
+        elif workers > 1:                         # one shard a task; a stopped build waits for the running ones
+            parts = run_in_workers(shard_task, jobs, workers, done=lambda i, part: bar.update(len(jobs[i][4])))
         else:
             parts = [shard_task(*job, bar=bar) for job in jobs]
     for part in parts:

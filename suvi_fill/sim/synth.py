@@ -143,24 +143,12 @@ def _draw_slots(staging, seed, start, span_days, satellites, resolution, first, 
 
 # %% ../../nbs/suvi_fill/sim/35_synth.ipynb 18
 def _draw_all(staging, seed, start, span_days, satellites, resolution, first, status, degraded, workers, bar) -> None:
-    "Every slot of the plan, here (`workers` 1) or in `workers` processes, `SYNTH_CHUNK` slots a task."
-    offsets = np.arange(len(status))
-    if workers == 1:
-        for k in offsets:
-            bar.update(_draw_slots(staging, seed, start, span_days, satellites, resolution, first, [k],
-                                   status[k:k + 1], degraded[k:k + 1]))
-        return
-    from concurrent.futures import as_completed
-    from suvi_fill.plumbing.device import worker_pool
-    pool = worker_pool(workers)
-    try:
-        futures = [pool.submit(_draw_slots, staging, seed, start, span_days, satellites, resolution, first,
-                               offsets[i:i + SYNTH_CHUNK], status[i:i + SYNTH_CHUNK], degraded[i:i + SYNTH_CHUNK])
-                   for i in range(0, len(offsets), SYNTH_CHUNK)]
-        for future in as_completed(futures):
-            bar.update(future.result())
-    finally:                                      # on a failure or an interrupt: no task starts after this
-        pool.shutdown(wait=True, cancel_futures=True)
+    "Every slot of the plan, here a slot at a time (`workers` 1) or in `workers` processes, `SYNTH_CHUNK` slots a task."
+    from suvi_fill.plumbing.device import run_in_workers
+    offsets, chunk = np.arange(len(status)), 1 if workers == 1 else SYNTH_CHUNK
+    jobs = [(staging, seed, start, span_days, satellites, resolution, first, offsets[i:i + chunk],
+             status[i:i + chunk], degraded[i:i + chunk]) for i in range(0, len(offsets), chunk)]
+    run_in_workers(_draw_slots, jobs, workers, done=lambda i, drawn: bar.update(drawn))
 
 # %% ../../nbs/suvi_fill/sim/35_synth.ipynb 19
 def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, seed: int = 0,
@@ -177,8 +165,8 @@ def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, see
     satellites, span_days, n_slots = _synth_span(out, resolution, satellites, days, hours)
     if int(workers) < 1:
         raise OptionError(f"--workers {workers}: must be at least 1")
-    first = first_slot_of_day(start)
-    sun, instrument = _models(int(seed), as_day(start).isoformat(), span_days, satellites)
+    first, seed, start = first_slot_of_day(start), int(seed), as_day(start).isoformat()
+    sun, instrument = _models(seed, start, span_days, satellites)
     status, degraded, events = outage_plan(first, n_slots, satellites, rates, seed)
     counts = {name: 0 for name in OUTAGE_NAMES}
     staging = out.parent / f".{out.name}.partial.{os.getpid()}"
@@ -190,10 +178,10 @@ def synthesize(out, days: float = 2.0, resolution: int = DEFAULT_RESOLUTION, see
     try:
         with progress_bar(total=n_slots, desc=f"synth {resolution}px", unit="slot", quiet=not progress,
                           mininterval=0.5) as bar:
-            _draw_all(staging, seed, as_day(start).isoformat(), span_days, satellites, resolution, first, status,
-                      degraded, int(workers), bar)
+            _draw_all(staging, seed, start, span_days, satellites, resolution, first, status, degraded,
+                      int(workers), bar)
         summary = {
-            "seed": int(seed), "simulator": simulator_digest(), "start": as_day(start).isoformat(),
+            "seed": seed, "simulator": simulator_digest(), "start": start,
             "first_slot": int(first), "slots": n_slots,
             "days": span_days, "resolution": resolution, "cdelt_arcsec": FIELD_OF_VIEW_ARCSEC / resolution,
             "satellites": list(satellites), "bands": list(WAVELENGTHS),

@@ -29,7 +29,7 @@ def autocast_enabled(device) -> bool:
     return getattr(device, "type", str(device)) == "cuda"
 
 # %% auto 0
-__all__ = ['DEVICE_CHOICES', 'pick_device', 'autocast_enabled', 'check_threads', 'cpu_threads', 'worker_pool']
+__all__ = ['DEVICE_CHOICES', 'pick_device', 'autocast_enabled', 'check_threads', 'cpu_threads', 'worker_pool', 'run_in_workers']
 
 # %% ../../nbs/szrank/plumbing/05_device.ipynb 6
 def check_threads(count: int | None) -> None:
@@ -67,3 +67,31 @@ def worker_pool(workers: int):
     from concurrent.futures import ProcessPoolExecutor
     context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     return ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_signals)
+
+# %% ../../nbs/szrank/plumbing/05_device.ipynb 11
+def run_in_workers(function, jobs: list, workers: int, done=None) -> list:
+    """`function(*job)` for every job: here, in order (`workers` 1), or in a `worker_pool` of `workers`.  The
+    results in job order (the first failure raised); `done(i, result)` as each job ends.  On a failure or an
+    interrupt no task starts any more and the running ones are waited for, so none of them writes after
+    the caller has cleaned up."""
+    if workers < 1:
+        raise OptionError(f"workers must be at least 1, not {workers}")
+    results = [None] * len(jobs)
+    if workers == 1:
+        for i, job in enumerate(jobs):
+            results[i] = function(*job)
+            if done is not None:
+                done(i, results[i])
+        return results
+    from concurrent.futures import as_completed
+    pool = worker_pool(workers)
+    try:
+        futures = {pool.submit(function, *job): i for i, job in enumerate(jobs)}
+        for future in as_completed(futures):
+            i = futures[future]
+            results[i] = future.result()
+            if done is not None:
+                done(i, results[i])
+        return results
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

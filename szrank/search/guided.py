@@ -6,13 +6,13 @@
 from __future__ import annotations
 
 import math
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 from szrank.geometry.symmetry import symmetry_of
 from szrank.geometry.topology import TOPOLOGY_COUNT
+from szrank.plumbing.device import run_in_workers
 from szrank.plumbing.errors import OptionError
 from szrank.ranker.proposals import RECORD_DTYPE, load_ranker
 from szrank.search.population import CANDIDATES, population_search
@@ -44,25 +44,9 @@ def log_run(topology: int, evaluations: int, seed: int) -> tuple[np.ndarray, obj
     return (np.concatenate(parts) if parts else np.zeros(0, RECORD_DTYPE)), result
 
 # %% ../../nbs/szrank/search/47_guided.ipynb 9
-def _pool_map(function, jobs: list, workers: int, progress=None) -> list:
-    "`function(*job)` for each job, in order, in `workers` processes (1: in this one); `progress()` after each."
-    if workers < 1:
-        raise OptionError(f"workers must be at least 1, not {workers}")
-    if workers == 1:
-        results = []
-        for job in jobs:
-            results.append(function(*job))
-            if progress is not None:
-                progress()
-        return results
-    with ProcessPoolExecutor(workers) as pool:
-        futures = [pool.submit(function, *job) for job in jobs]
-        results = []
-        for future in futures:
-            results.append(future.result())
-            if progress is not None:
-                progress()
-        return results
+def _counted(progress):
+    "`run_in_workers`' `done` for a `progress()` that counts ended runs (None: no progress)."
+    return None if progress is None else (lambda i, result: progress())
 
 
 def proposal_corpus(evaluations: int, seed: int, topologies=TRAINING, workers: int = 1, progress=None) -> np.ndarray:
@@ -71,7 +55,7 @@ def proposal_corpus(evaluations: int, seed: int, topologies=TRAINING, workers: i
     if held:
         raise OptionError(f"topologies {held} are held out of training; train on {TRAINING}")
     jobs = [(t, evaluations, seed + k) for k, t in enumerate(topologies)]
-    return np.concatenate([records for records, _ in _pool_map(log_run, jobs, workers, progress)])
+    return np.concatenate([records for records, _ in run_in_workers(log_run, jobs, workers, _counted(progress))])
 
 # %% ../../nbs/szrank/search/47_guided.ipynb 12
 def ranking_auc(scores: np.ndarray, improved: np.ndarray) -> float:
@@ -146,12 +130,16 @@ class Comparison:
     @property
     def control_saving(self) -> float:
         "1 - control / unguided: what picking at random 'saves' (chance, at this many seeds)."
-        return 1 - self.control / self.unguided if math.isfinite(self.unguided) and self.unguided > 0 else math.nan
+        return self._saved(self.control)
+
+    def _saved(self, evaluations: float) -> float:
+        "1 - evaluations / unguided (nan when the unguided figure is not a positive finite count)."
+        return 1 - evaluations / self.unguided if math.isfinite(self.unguided) and self.unguided > 0 else math.nan
 
     @property
     def saving(self) -> float:
         "1 - guided / unguided evaluations to the target (negative: guided needed more; nan: undefined)."
-        return 1 - self.guided / self.unguided if math.isfinite(self.unguided) and self.unguided > 0 else math.nan
+        return self._saved(self.guided)
 
 
 def compare_evaluations(uniform: float, guided: float) -> str:
@@ -200,7 +188,7 @@ def compare_guided(model, evaluations: int, seeds: int, topologies=COMPARED, wor
         plan["control"] = (COMPARE_SEED, RANDOM_PICK)
     jobs = [(t, evaluations, first + k, m, candidates, model if (mode == "unguided" and k == 0) else None)
             for t in topologies for mode, (first, m) in plan.items() for k in range(seeds)]
-    results = iter(_pool_map(compared_run, jobs, workers, progress))
+    results = iter(run_in_workers(compared_run, jobs, workers, _counted(progress)))
     comparisons, scored = [], []
     for t in topologies:
         runs = {}
@@ -235,17 +223,16 @@ def format_comparisons(comparisons: list[Comparison], evaluations: int, candidat
                      f"{c.unguided_reached:>3}/{c.seeds:<3} {c.unguided_best:>5g} | {shown(c.guided):>9} "
                      f"{c.guided_reached:>3}/{c.seeds:<3} {c.guided_best:>5g} | {_percent(c.saving):>7}"
                      + (f" | {_percent(c.control_saving)}" if control else ""))
-    ratios = [c.guided / c.unguided for c in comparisons if math.isfinite(c.unguided) and c.unguided > 0]
-    if ratios:
-        ratio = float(np.median(ratios))
+    measured = [c for c in comparisons if not math.isnan(c.saving)]     # the unguided runs reached the target
+    if measured:
+        ratio = float(np.median([c.guided / c.unguided for c in measured]))
         words = (compare_evaluations(1.0, ratio) + " to reach the unguided median best" if math.isfinite(ratio)
                  else "guided never reached the unguided median best")
-        lines.append(f"  median over {len(ratios)} held-out topologies: {words}")
-    chance = [c.control / c.unguided for c in comparisons if math.isfinite(c.unguided) and c.unguided > 0]
-    if control and chance:
-        ratio = float(np.median(chance))
+        lines.append(f"  median over {len(measured)} held-out topologies: {words}")
+    if control and measured:
+        ratio = float(np.median([c.control / c.unguided for c in measured]))
         words = ("never reached it" if not math.isfinite(ratio) else "needed as many evaluations as uniform"
                  if ratio == 1 else compare_evaluations(1.0, ratio).replace("guided ", "", 1))
-        lines.append(f"  the control, one of the same candidates picked at random: {words.replace('guided ', '', 1)} "
+        lines.append(f"  the control, one of the same candidates picked at random: {words} "
                      f"(what chance shows at {seeds} seeds)")
     return "\n".join(lines)
