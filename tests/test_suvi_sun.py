@@ -508,16 +508,20 @@ def test_no_global_daily_swing(seed):
 
 
 def test_realism_at_640_px(tmp_path):
-    """One 640-px slot, as the realism notebook shows it (its 640-px cells are skipped in CI): every figure
-    measurable at the references' scale, and the corona the surface work set within 25 % of the real one."""
+    """One 640-px slot of each of five Suns, as the realism notebook shows them (its 640-px cells are skipped in
+    CI): every figure measurable at the references' scale, and the median over the five Suns of every figure
+    within 25 % of the real one.  One Sun alone is not held to it: which regions and streamers stand at the
+    limb moves a figure by up to a third either way (27 archives at 640 px in the realism notebook)."""
     from suvi_fill.sim import realism
-    out = tmp_path / "archive"
-    result = run([tool("suvi-fill"), "synth", "--out", str(out), "--hours", "0.07", "--resolution", "640",
-                  "--satellites", "16", "--outage-scale", "0", "--quiet"])
-    assert result.returncode == 0, result.stderr
-    rows = {r["figure"]: r for r in realism.compare(realism.archive_frames(out, 171, 1), realism.archive_frames(out, 195, 1))}
-    assert len(rows) == 9 and all(r["ok"] is not None and r["frames"] == 1 for r in rows.values())
-    # Not 1.25-1.30 R: that one is set by which streamers stand at the limb (0.65 of the real figure on
-    # 2024-03-18, 1.07 over the demo's eight days).
-    for name in ("171: median 1.10-1.15 R / inside 0.5 R", "195: median 0.95-0.99 R / inside 0.5 R"):
-        assert rows[name]["ok"], rows[name]
+    ratios = {}
+    for seed in range(5):
+        out = tmp_path / f"archive{seed}"
+        result = run([tool("suvi-fill"), "synth", "--out", str(out), "--hours", "0.07", "--resolution", "640",
+                      "--satellites", "16", "--outage-scale", "0", "--seed", str(seed), "--quiet"])
+        assert result.returncode == 0, result.stderr
+        rows = realism.compare(realism.archive_frames(out, 171, 1), realism.archive_frames(out, 195, 1))
+        assert len(rows) == 9 and all(r["ok"] is not None and r["frames"] == 1 for r in rows)
+        for row in rows:
+            ratios.setdefault(row["figure"], []).append(row["ratio"])
+    medians = {name: float(np.median(values)) for name, values in ratios.items()}
+    assert all(abs(m - 1) <= realism.TOLERANCE for m in medians.values()), medians

@@ -6,9 +6,11 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
+import scipy.fft
 from scipy.ndimage import gaussian_filter
 
 from suvi_fill.physics.coding import SATURATION
@@ -17,8 +19,8 @@ from suvi_fill.sim.emission import QUIET_LEVELS, QUIET_RADIANCE
 from suvi_fill.sim.scene import COMPONENTS, Geometry, SunModel
 
 # %% auto 0
-__all__ = ['NATIVE_PIXELS', 'NATIVE_CDELT', 'FIELD_OF_VIEW_ARCSEC', 'Psf', 'Detector', 'PointingModel', 'CalibrationSpread',
-           'Instrument']
+__all__ = ['NATIVE_PIXELS', 'NATIVE_CDELT', 'FIELD_OF_VIEW_ARCSEC', 'Psf', 'ScatteredLight', 'Detector', 'PointingModel',
+           'CalibrationSpread', 'Instrument']
 
 # %% ../../nbs/suvi_fill/sim/34_instrument.ipynb 5
 #: Native SUVI L2 geometry: 1280 pixels of 2.5 arcsec.
@@ -50,6 +52,46 @@ class Psf:
         return image
 
 # %% ../../nbs/suvi_fill/sim/34_instrument.ipynb 8
+@functools.lru_cache(maxsize=8)
+def _scatter_kernel(rows: int, cols: int, cdelt: float, core_arcsec: float, beta: float) -> np.ndarray:
+    """The transform (rfft2) of the scattering kernel on a (2 `rows`, 2 `cols`) grid of `cdelt` arcsec pixels:
+    `K(r) = (beta - 1) / (pi r0^2) (1 + r^2 / r0^2)^-beta` per arcsec² times the pixel's area, the central pixel
+    holding the energy inside its equal-area disk.  Its sum is the share that stays in the padded field."""
+    y = np.fft.fftfreq(2 * rows, 1.0 / (2 * rows))[:, None]
+    x = np.fft.fftfreq(2 * cols, 1.0 / (2 * cols))[None, :]
+    scale = cdelt / core_arcsec
+    r2 = (x * x + y * y) * scale * scale
+    kernel = (beta - 1) / math.pi * scale * scale * (1 + r2) ** (-beta)
+    kernel[0, 0] = 1 - (1 + scale * scale / math.pi) ** (1 - beta)
+    return scipy.fft.rfft2(kernel.astype(np.float32))
+
+
+@dataclasses.dataclass(frozen=True)
+class ScatteredLight:
+    """The wide-angle scattered light of the optics: `share(band)` of every pixel's light spread over the frame
+    by a kernel of core `core_arcsec` whose wings fall as r^(-2 beta)."""
+    share_171: float = 0.10             # share of the light scattered at 171 A (see above: set on the realism figures)
+    core_arcsec: float = 100.0          # r0 of the kernel
+    beta: float = 1.5                   # wings as r^-3
+
+    def share(self, band: int) -> float:
+        "The share of `band`'s light scattered: `share_171` x (171 / band)², the smooth-surface law (at most 1)."
+        return min(self.share_171 * (171.0 / band) ** 2, 1.0)
+
+    def apply(self, image: np.ndarray, geometry: Geometry, bands=WAVELENGTHS) -> np.ndarray:
+        "`image` (bands, rows, cols) with each band's scattered share spread by the kernel, in place (also returned)."
+        rows, cols = image.shape[1:]
+        kernel = _scatter_kernel(rows, cols, float(geometry.cdelt1), self.core_arcsec, self.beta)
+        for i, band in enumerate(bands):
+            share = self.share(band)
+            if share > 0:
+                wide = scipy.fft.irfft2(scipy.fft.rfft2(image[i].astype(np.float32), s=(2 * rows, 2 * cols)) * kernel,
+                                        s=(2 * rows, 2 * cols))[:rows, :cols]
+                image[i] = (1 - share) * image[i] + share * wide
+        return image
+
+
+# %% ../../nbs/suvi_fill/sim/34_instrument.ipynb 11
 @dataclasses.dataclass(frozen=True)
 class Detector:
     "Counts and read noise of the SUVI detector, per native pixel: quiet-Sun centre SNR ~20 at 2.5\"/px."
@@ -83,17 +125,19 @@ class CalibrationSpread:
         "The gain sigma of GOES-`satellite`."
         return dict(self.gain_sigma).get(satellite, self.other_gain_sigma)
 
-# %% ../../nbs/suvi_fill/sim/34_instrument.ipynb 11
+# %% ../../nbs/suvi_fill/sim/34_instrument.ipynb 14
 class Instrument:
     "Calibration and pointing of the SUVIs on `satellites`, drawn from `seed`, and their optics and detector."
 
     def __init__(self, seed: int = 0, satellites=SATELLITES, psf: Psf = Psf(), detector: Detector = Detector(),
                  pointing_model: PointingModel = PointingModel(),
-                 calibration_spread: CalibrationSpread = CalibrationSpread()):
+                 calibration_spread: CalibrationSpread = CalibrationSpread(),
+                 scattered_light: ScatteredLight = ScatteredLight()):
         rng = np.random.default_rng([int(seed), 0x1457, 2])
         self.seed = int(seed)
         self.satellites = tuple(int(s) for s in satellites)
         self.psf, self.detector, self.pointing_model = psf, detector, pointing_model
+        self.scattered_light = scattered_light
         self.gain, self.offset, self.pointing = {}, {}, {}
         for sat in SATELLITES:                      # draw for both always: the same seed, the same Sun
             gains = 1.0 + calibration_spread.gain_sigma_of(sat) * np.clip(rng.standard_normal(len(WAVELENGTHS)), -2, 2)
@@ -123,9 +167,10 @@ class Instrument:
 
     def radiance(self, sun: SunModel, when, geometry: Geometry, shape, components=COMPONENTS) -> np.ndarray:
         """True radiance (6, rows, cols), W m-2 sr-1, of `sun` at `when` as the optics image it in an image of
-        `geometry`: the scene blurred by the PSF and the band limit (`Psf`); no noise, no calibration
-        (`components`: see `SunModel.render`)."""
-        return self.psf.blur(sun.render(when, geometry, shape, components), geometry)
+        `geometry`: the scene blurred by the PSF and the band limit (`Psf`) with the optics' scattered light
+        (`ScatteredLight`); no noise, no calibration (`components`: see `SunModel.render`)."""
+        return self.scattered_light.apply(self.psf.blur(sun.render(when, geometry, shape, components), geometry),
+                                          geometry)
 
     def observe(self, truth: np.ndarray, slot: int, satellite: int, geometry: Geometry,
                 exptime: float = 1.0) -> np.ndarray:
