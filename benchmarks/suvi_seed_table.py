@@ -3,7 +3,7 @@ synthetic archive at the seed's working resolution, bracketed gaps of 1 and 300 
 printed beside the seed's figures for optical flow on real SUVI data.
 
     .venv/bin/python benchmarks/suvi_seed_table.py [--days 4] [--resolution 640]
-        [--satellites 16,18] [--samples 24] [--work DIR] [--keep]
+        [--satellites 16,18] [--samples 24] [--workers N] [--work DIR] [--keep]
 
 The seed trainer's docstring reports optical flow at 44.79 dB for a one-slot gap and
 34.47 dB at 300 slots (real GOES-16/18 SUVI L2, 640 px).  The goal (issue 18): the same
@@ -59,6 +59,8 @@ def main(argv=None) -> int:
     parser.add_argument("--split", default="val", choices=("train", "val", "test"),
                         help="split benched (default val: the classical fillers learn nothing, so any split "
                              "measures them alike, and a short archive's val split holds the most 601-slot windows)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="processes for synth and build (the same archive and corpus; default 1)")
     parser.add_argument("--work", type=Path, help="working folder (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the working folder")
     args = parser.parse_args(argv)
@@ -69,9 +71,10 @@ def main(argv=None) -> int:
     try:
         stage("synth", [suvi, "synth", "--out", str(archive), "--days", str(args.days), "--resolution",
                         str(args.resolution), "--satellites", args.satellites, "--outage-scale",
-                        str(args.outage_scale), "--quiet"], archive / "synth_truth.json")
+                        str(args.outage_scale), "--workers", str(args.workers), "--quiet"], archive / "synth_truth.json")
         stage("build", [suvi, "build", "--source", str(archive), "--out", str(shards), "--resolution",
-                        str(args.resolution), "--split-stretch", "601", "--no-progress"], shards / "manifest.json")
+                        str(args.resolution), "--split-stretch", "601", "--workers", str(args.workers), "--no-progress"],
+              shards / "manifest.json")
         stage("profile", [suvi, "profile", "--shards", str(shards)], shards / "availability.npz")
         stage("bench", [suvi, "bench", "--shards", str(shards), "--out", str(out), "--gaps", "1,300",
                         "--samples", str(args.samples), "--fillers", CLASSICAL, "--sides", "bracketed",
