@@ -30,8 +30,9 @@ QUIET_RADIANCE = {94: 0.03, 131: 0.06, 171: 0.55, 195: 0.60, 284: 0.16, 304: 1.6
 QUIET_DEM = (6.15, 0.12)
 #: Limb brightening of the optically thin disk: radiance x sqrt(1 + e^2) / sqrt(mu^2 + e^2), the path
 #: length through a corona of finite thickness `e` (radii); He II 304 is optically thick: nearly flat.
-#: 195: 0.45 (was 0.30, which put its 0.95-0.99 R ring at 1.02-1.85 of the EIT one over 18 archives of six
-#: seeds, median 1.27, once the first frame held the steady-state regions; 0.45: 0.81-1.36, median 1.06).
+#: 195: 0.45 (was 0.30, which put its 0.95-0.99 R ring at 0.99-1.62 of the EIT one over 18 archives of six
+#: seeds, median 1.30, once the first frame held the steady-state regions; 0.45, with the scattered light and
+#: the retuning below: 0.81-1.36 over 27 archives of nine seeds, median 1.06).
 LIMB_THICKNESS = {94: 0.35, 131: 0.35, 171: 0.45, 195: 0.45, 284: 0.30, 304: 3.0}
 #: Off-limb radiance at the limb relative to the quiet disk centre, before the position-angle pattern
 #: (whose median is ~0.5): set so the 171 radial profile above the limb matches the real AIA 171 disk
@@ -39,7 +40,7 @@ LIMB_THICKNESS = {94: 0.35, 131: 0.35, 171: 0.45, 195: 0.45, 284: 0.30, 304: 3.0
 #: of the real figure, 1.10-1.15 R at 1.06, 1.25-1.30 R at 0.94 (4.8 with the aliasing renderer: 1.13, 1.24, 1.15).
 #: 195 and 284: hotter, with a larger scale height, set so that the 195 corona is 1.4x its 0.95-0.99 R ring at
 #: 1.02-1.06 R and 0.37x at 1.10-1.15 R, as on the real Sun (it was 0.78x and 0.14x, measured at 640 px).
-#: 171 4.2 (was 4.0) with the scattered light (`instrument.Psf`) and the far corona's smaller share: measured on
+#: 171 4.2 (was 4.0) with the scattered light (`instrument.ScatteredLight`) and the far corona's smaller share: measured on
 #: 27 archives at 640 px (nine seeds, three dates), the 171 figures above the limb have medians 0.83, 0.97, 0.97
 #: of the real ones (1.02-1.06, 1.10-1.15, 1.25-1.30 R).
 OFFLIMB_LEVEL = {94: 4.4, 131: 4.4, 171: 4.2, 195: 6.3, 284: 6.8, 304: 0.6}
@@ -48,7 +49,7 @@ OFFLIMB_SCALE = {94: 0.04, 131: 0.035, 171: 0.03, 195: 0.06, 284: 0.07, 304: 0.0
 #: The far corona of streamers and plumes: its scale height (radii) and share of the limb level.
 #: 0.13 (was 0.2): the instrument's scattered light now lights the far field too (a third of the 1.25-1.30 R level
 #: in 171), and a fixed floor of scattered light narrows the spread over seeds that the streamers give it
-#: (0.60-1.27 of the real figure without it, 0.70-1.26 with it, over 27 archives).
+#: (0.60-1.27 of the real figure without it over 18 archives of six seeds, 0.70-1.26 with it over 27 of nine).
 FAR_SCALE, FAR_SHARE = 0.12, 0.13
 #: Position-angle pattern of the off-limb corona: the polar floor (coronal holes) of the equatorial level.
 POLAR_FLOOR = 0.35
@@ -61,7 +62,7 @@ NETWORK_CONTRAST = {94: 0.10, 131: 0.20, 171: 0.10, 195: 0.10, 284: 0.08, 304: 0
 #: octaves: 1.8x the earlier contrasts (with the deeper holes) puts the 640-px on-disk spread near the real one;
 #: more mottles the quiet disk beyond what AIA shows (its spread is largely active regions and holes).
 #: 171 and 195 at 1.0 (were 0.79 and 0.90): the scattered light fills the darkest pixels and narrows the spread
-#: (171 inside 0.8 R: 0.69-0.92 of the real one over 18 archives with it at 0.79, 0.74-0.95 at 1.0, over 27).
+#: (171 inside 0.8 R: 0.69-0.87 of the real one over 18 archives with it at 0.79, 0.74-0.95 at 1.0 over 27).
 FINE_CONTRAST = {94: 0.59, 131: 0.50, 171: 1.0, 195: 1.0, 284: 0.68, 304: 0.29}
 #: Coronal-hole depth: fraction of the disk radiance removed inside a hole: a hole is ~3x darker than the quiet
 #: Sun in 171 and ~10x in 195 and 284, whose Fe XII/XV lines need the closed corona's 1.5-2 MK.
