@@ -85,7 +85,7 @@ class ScatteredLight:
         for i, band in enumerate(bands):
             share = self.share(band)
             if share > 0:
-                wide = scipy.fft.irfft2(scipy.fft.rfft2(image[i].astype(np.float32), s=(2 * rows, 2 * cols)) * kernel,
+                wide = scipy.fft.irfft2(scipy.fft.rfft2(image[i], s=(2 * rows, 2 * cols)) * kernel,
                                         s=(2 * rows, 2 * cols))[:rows, :cols]
                 image[i] = (1 - share) * image[i] + share * wide
         return image
