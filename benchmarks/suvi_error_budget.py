@@ -14,8 +14,8 @@ prints, per gap, display PSNR (the bench's mean over lost (sample, band)s):
 - `registered inputs`: the same with every frame drawn with the target's pointing and placed with the
   target's headers.  The step from `clean inputs` is what the frames' different pointings cost once the
   build has resampled them onto one grid.  L2 files are Sun-centred and north-up, so the build moves
-  nothing: the step is the L2 centring's residual, which no header records (`PointingModel`: 0.5"
-  jitter, 0.01 px at 64 px);
+  nothing: the step is the L2 centring's residual, which no header records (`PointingModel`: jitter
+  of 0.26" east-west and 0.50" north-south, about 0.01 px at 64 px);
 - `oracle`: the clean Sun drawn with the target's pointing at the two bracketing frames' times (`gap`
   slots either side) and interpolated linearly in time, against the stored target; `oracle vs clean`
   the same against the clean target: the Sun's evolution alone.  The oracle holds the pointing still,

@@ -116,7 +116,7 @@ class PointingModel:
     (arcsec, deg): a per-satellite bias, a diurnal term, jitter and roll; none of it is in the header."""
     bias_arcsec: float = 0.0             # centred by the L2 processing: no bias left
     diurnal_arcsec: float = 0.0          # nor the spacecraft's thermal swing
-    jitter_arcsec: float = 0.5           # the centring's frame-to-frame error (see above)
+    jitter_arcsec: tuple = (0.26, 0.50)  # the centring's frame-to-frame sigma, (x east-west, y north-south) (see above)
     roll_bias_deg: float = 0.0           # north-up
     roll_diurnal_deg: float = 0.0
 
