@@ -1,7 +1,9 @@
 """The cross-band filler (`fillers.CrossBand`, `bench.fit_crossband`) on the tiny corpus: its
-coefficients are fit on the train split only (changing the test split's data leaves them alone,
-changing the train split's moves them), kept beside the manifest and reused, refused in one line
-when damaged; it is a row of every bench table, with the partial-loss set and standard errors; and
+coefficients are fit on the train split and their ridges chosen on the val split, never the test
+split (changing the test split's data leaves them alone, changing the train split's moves the
+weights, changing the val split's moves the choice's record); the choice is never worse than the
+blend on the val samples; kept beside the manifest and reused, refused in one line when damaged; it
+is a row of every bench table, with the partial-loss set and standard errors; and
 `suvi-fill fill --filler crossband` takes its coefficients from the corpus."""
 import json
 import shutil
@@ -44,27 +46,67 @@ def changed_reads(monkeypatch, slots: set):
     return touched
 
 
-def fit(corpus_dir):
+def fit(corpus_dir, **settings):
     from suvi_fill.corpus import availability
     from suvi_fill.evaluate import bench
     corpus = Corpus.open(corpus_dir)
     trace = availability.Availability.load(corpus_dir / "availability.npz")
-    return bench.fit_crossband(corpus_dir, corpus, trace, **FIT)
+    return bench.fit_crossband(corpus_dir, corpus, trace, **FIT, **settings)
 
 
-def test_coefficients_are_fit_on_the_train_split_only(fill_corpus, monkeypatch):
+def test_coefficients_are_fit_on_the_train_split_and_chosen_on_val(fill_corpus, monkeypatch):
     corpus = Corpus.open(fill_corpus)
-    train, test = slots_of(corpus, "train"), slots_of(corpus, "test")
+    train, val, test = (slots_of(corpus, split) for split in ("train", "val", "test"))
+    fixed = fit(fill_corpus, validation=None)               # weights alone: the train split's
+    assert fixed["fits"] and fixed["source"]["split"] == "train" and fixed["source"]["manifest"] == corpus.digest
+    assert fixed["source"]["validation"] is None and fixed["validation"] == {}
     base = fit(fill_corpus)
-    assert base["fits"] and base["source"]["split"] == "train" and base["source"]["manifest"] == corpus.digest
+    assert base["source"]["validation"] == "val" and base["validation"]
     with monkeypatch.context() as patch:
-        touched = changed_reads(patch, test - train)
-        assert fit(fill_corpus)["fits"] == base["fits"], "the test split's data moved the coefficients"
-    assert touched and touched <= train, "the fit read frames outside the train split"
+        touched = changed_reads(patch, test - train - val)
+        assert fit(fill_corpus) == base, "the test split's data moved the coefficients or their ridges"
+    assert touched and touched <= train | val, "the fit read frames outside the train and val splits"
     with monkeypatch.context() as patch:
         changed_reads(patch, train)
-        moved = fit(fill_corpus)["fits"]
-    assert moved.keys() == base["fits"].keys() and moved != base["fits"]
+        moved = fit(fill_corpus, validation=None)["fits"]
+    assert moved.keys() == fixed["fits"].keys() and moved != fixed["fits"]
+    with monkeypatch.context() as patch:
+        changed_reads(patch, val - train)
+        assert fit(fill_corpus)["validation"] != base["validation"], "the val split's data did not score the ridges"
+
+
+def test_chosen_ridges_are_never_worse_than_the_blend_on_val(fill_corpus):
+    from suvi_fill.evaluate.fillers import CROSSBAND_RIDGES
+    chosen = fit(fill_corpus)
+    assert chosen["ridges"] and set(chosen["ridges"].values()) <= set(CROSSBAND_RIDGES)
+    for band, ridge in chosen["ridges"].items():
+        record = chosen["validation"][band]
+        assert record["ridge"] == ridge and record["gain_db"] >= 0
+        fitted = [key for key in chosen["fits"] if key.startswith(f"{band}:")]
+        assert bool(fitted) == (ridge is not None), f"{band}: fits kept against the choice"
+        assert ridge is not None or record["gain_db"] == 0
+
+
+def test_validation_error_is_the_squared_display_error(fill_corpus):
+    "`CrossBandFit.error` from the normal equations equals the squared error computed on the pixels."
+    from suvi_fill.corpus import availability
+    from suvi_fill.evaluate import bench
+    from suvi_fill.evaluate.fillers import CrossBandFit, crossband_terms, fillable, prepare, _pattern_key, band_gap
+    from suvi_fill.physics import coding, timebase
+    trace = availability.Availability.load(fill_corpus / "availability.npz")
+    with bench.BenchSet(fill_corpus, Corpus.open(fill_corpus), trace, "val") as chosen:
+        prep = prepare(next(iter(chosen.partial_samples(1, 1))))
+    one = CrossBandFit()
+    one.add(prep)
+    kept, shown, residuals = crossband_terms(prep)
+    rng = np.random.default_rng(0)
+    for b in np.flatnonzero(fillable(prep)):
+        key = f"{_pattern_key(b, kept)}@{band_gap(prep, b)}"
+        weights = rng.normal(0, 0.5, len(kept) + 1)
+        truth = coding.to_display(prep["target"][b].numpy(), timebase.WAVELENGTHS[b], coded=True)
+        direct = np.sum((truth - shown[b] - weights[0] - np.tensordot(weights[1:], residuals, axes=1)) ** 2)
+        assert one.error(key, weights) == pytest.approx(float(direct), rel=1e-6, abs=1e-9)
+    assert one.error("171:94@999", np.zeros(2)) is None
 
 
 def test_crossband_corrects_kept_patterns_and_falls_back_to_the_blend(fill_corpus):
@@ -74,7 +116,7 @@ def test_crossband_corrects_kept_patterns_and_falls_back_to_the_blend(fill_corpu
     from suvi_fill.evaluate import bench
     from suvi_fill.physics import coding
     from suvi_fill.evaluate.fillers import CrossBand, blend_filler, prepare
-    coefficients = fit(fill_corpus)
+    coefficients = fit(fill_corpus, validation=None)       # every pattern corrected, none declined on val
     crossband, blend = CrossBand(coefficients), blend_filler()
     unfit = CrossBand({**coefficients, "fits": {}})
     trace = availability.Availability.load(fill_corpus / "availability.npz")

@@ -365,33 +365,39 @@ def further_goals(table: dict, partial: dict, gaps) -> dict:
 
 # %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 35
 def fit_crossband(shards_dir, corpus, availability, gaps=GAPS, count=CROSSBAND_SAMPLES, seed=CROSSBAND_SEED,
-                  split="train", device="cpu", progress=False) -> dict:
+                  split="train", validation="val", device="cpu", progress=False) -> dict:
     """The `crossband` filler's coefficients (`fillers.CrossBandFit`) from `count` partial-loss samples per
-    gap of `split` (the train split: the test split the bench scores is never read)."""
+    gap of `split` (the train split), each lost band's ridge chosen on as many of `validation` (the val
+    split; None: the fixed `fillers.CROSSBAND_RIDGE`; a corpus whose val split has no targets has no
+    evidence for a correction, and every band gets the blend).  The test split the bench scores is never read."""
     from suvi_fill.evaluate.fillers import CrossBandFit, prepare
     from suvi_fill.plumbing.progress import progress_bar
     corpus = as_corpus(corpus, shards_dir)
-    fit = CrossBandFit()
-    with BenchSet(shards_dir, corpus, availability, split, seed) as chosen, \
-            progress_bar(total=len(gaps) * count, desc="crossband fit", unit="sample", quiet=not progress,
-                         leave=False) as bar:
-        for gap in gaps:
-            for sample in chosen.partial_samples(gap, count):
-                fit.add(prepare(sample, device))
-                bar.update(1)
-    return fit.solve(**crossband_source(corpus, gaps, count, seed, split))
+    fits = {part: CrossBandFit() for part in (split, validation) if part is not None}
+    with progress_bar(total=len(fits) * len(gaps) * count, desc="crossband fit", unit="sample",
+                      quiet=not progress, leave=False) as bar:
+        for part, fit in fits.items():
+            if part == validation and not split_targets(corpus.split(part)):
+                continue                               # no held-out days: no evidence for any correction
+            with BenchSet(shards_dir, corpus, availability, part, seed) as chosen:
+                for gap in gaps:
+                    for sample in chosen.partial_samples(gap, count):
+                        fit.add(prepare(sample, device))
+                        bar.update(1)
+    return fits[split].solve(held_out=fits.get(validation),
+                             **crossband_source(corpus, gaps, count, seed, split, validation))
 
 
-def crossband_source(corpus, gaps, count, seed, split="train") -> dict:
+def crossband_source(corpus, gaps, count, seed, split="train", validation="val") -> dict:
     "What a fit is of: the `source` record of its coefficients (a cached fit is reused only when it matches)."
-    return {"manifest": corpus.digest, "resolution": corpus.resolution, "split": split,
+    return {"manifest": corpus.digest, "resolution": corpus.resolution, "split": split, "validation": validation,
             "gaps": [int(g) for g in gaps], "samples": int(count), "seed": int(seed)}
 
 # %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 37
 def crossband_coefficients(shards_dir, corpus=None, availability=None, gaps=GAPS, count=CROSSBAND_SAMPLES,
                            seed=CROSSBAND_SEED, device="cpu", progress=False) -> dict:
     """The coefficients of the corpus in `shards_dir`: its `crossband.json` when that is a fit of this
-    corpus (manifest digest) with these settings, else a fresh `fit_crossband` on the train split, kept
+    corpus (manifest digest) with these settings, else a fresh `fit_crossband` (train split, ridges chosen on val), kept
     as `crossband.json` beside the manifest (written atomically; a corpus that cannot be written to
     is fit again next time)."""
     from suvi_fill.evaluate.fillers import CROSSBAND_FILE, load_crossband, save_crossband
@@ -417,7 +423,7 @@ def crossband_coefficients(shards_dir, corpus=None, availability=None, gaps=GAPS
 # %% ../../nbs/suvi_fill/evaluate/71_bench.ipynb 39
 def bench_filler(name: str, checkpoint=None, device="cpu", shards=None):
     """`fillers.make_filler`, except that `crossband` with a corpus `shards` takes that corpus's coefficients
-    (`crossband_coefficients`: fit on its train split once, kept beside the manifest)."""
+    (`crossband_coefficients`: fit on its train split once, ridges chosen on val, kept beside the manifest)."""
     from suvi_fill.evaluate.fillers import crossband_filler, make_filler
     if name == "crossband" and shards is not None:
         return crossband_filler(crossband_coefficients(shards, device=device), device)

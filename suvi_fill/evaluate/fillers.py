@@ -27,12 +27,12 @@ from suvi_fill.plumbing.device import autocast_enabled
 
 # %% auto 0
 __all__ = ['FLOW_PYR_SCALE', 'FLOW_WINDOW_FRACTION', 'FLOW_ITERATIONS', 'FLOW_POLY_N', 'FLOW_POLY_SIGMA', 'BLEND_BASE',
-           'BLEND_DEPTH', 'CROSSBAND_RIDGE', 'CROSSBAND_MIN_SAMPLES', 'CROSSBAND_FILE', 'CROSSBAND_FORMAT', 'FILLERS',
-           'CLASSICAL', 'prepare', 'holders', 'nearest_frame', 'bracket', 'fillable', 'Filler', 'Nearest', 'Derotated',
-           'time_weights', 'Linear', 'display_u8', 'farneback', 'warp_by', 'one_sided_flow', 'OpticalFlow',
-           'ModelFiller', 'blend_filler', 'neighbour_blend', 'from_display', 'kept_bands', 'crossband_terms',
-           'band_gap', 'CrossBandFit', 'check_crossband', 'load_crossband', 'save_crossband', 'CrossBand',
-           'crossband_filler', 'learned_filler', 'make_filler']
+           'BLEND_DEPTH', 'CROSSBAND_RIDGE', 'CROSSBAND_RIDGES', 'CROSSBAND_MIN_SAMPLES', 'CROSSBAND_FILE',
+           'CROSSBAND_FORMAT', 'FILLERS', 'CLASSICAL', 'prepare', 'holders', 'nearest_frame', 'bracket', 'fillable',
+           'Filler', 'Nearest', 'Derotated', 'time_weights', 'Linear', 'display_u8', 'farneback', 'warp_by',
+           'one_sided_flow', 'OpticalFlow', 'ModelFiller', 'blend_filler', 'neighbour_blend', 'from_display',
+           'kept_bands', 'crossband_terms', 'band_gap', 'ridge_weights', 'CrossBandFit', 'check_crossband',
+           'load_crossband', 'save_crossband', 'CrossBand', 'crossband_filler', 'learned_filler', 'make_filler']
 
 # %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 6
 def _tensor_form(sample) -> tuple:
@@ -292,16 +292,20 @@ def blend_filler(device="cpu") -> ModelFiller:
     return ModelFiller(model.build(base=BLEND_BASE, depth=BLEND_DEPTH), "blend", device)
 
 # %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 57
-#: Ridge term of the cross-band fit, as a share of the mean diagonal of each pattern's normal
-#: matrix (intercept excluded): small enough to leave a well-posed fit alone (~0.1 % shrinkage),
-#: large enough to keep two nearly collinear kept bands (195 and 284 correlate at +0.8) finite.
+#: Ridge term of a cross-band fit with no validation samples to choose one: a share of each
+#: coefficient's own normal-matrix diagonal (the intercept's too), so ~0.1 % shrinkage, enough to
+#: keep two nearly collinear kept bands (195 and 284 correlate at +0.8) finite.
 CROSSBAND_RIDGE = 1e-3
+#: The ridges a fit with validation samples chooses from, per lost band; None is no correction
+#: (every weight zero: the blend).  Decades from the well-posed fit to a weight shrunk a hundredfold.
+CROSSBAND_RIDGES = (1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0, None)
 #: A (lost band, kept pattern) is fit only from at least this many train samples: one sample's
 #: pixels share one solar scene, and a fit to one scene is a fit to its noise.
 CROSSBAND_MIN_SAMPLES = 4
-#: The coefficients' file beside the corpus manifest, and its format number.
+#: The coefficients' file beside the corpus manifest, and its format number (2: the ridge chosen per
+#: lost band on validation samples, intercept shrunk too; format 1 files are fit again).
 CROSSBAND_FILE = "crossband.json"
-CROSSBAND_FORMAT = 1
+CROSSBAND_FORMAT = 2
 
 # %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 59
 def neighbour_blend(prep: dict) -> torch.Tensor:
@@ -356,6 +360,13 @@ def band_gap(prep: dict, band: int) -> int:
     return int(np.min(np.asarray(prep["slot_gaps"])[holders(prep, band)]))
 
 
+def ridge_weights(xtx, xty, ridge) -> np.ndarray:
+    "Weights of the normal equations `xtx w = xty` with `ridge` times their own diagonal added; None: all zero."
+    if ridge is None:
+        return np.zeros(len(xty))
+    return np.linalg.solve(xtx + ridge * np.diag(np.diag(xtx)), xty)
+
+
 class CrossBandFit:
     "Normal equations of the cross-band correction, per (lost band, kept pattern, gap), over added samples."
 
@@ -371,25 +382,56 @@ class CrossBandFit:
         x = np.concatenate([np.ones((1,) + residuals.shape[1:]), residuals]).reshape(len(kept) + 1, -1)
         for b in np.flatnonzero(fillable(prep)):
             y = (coding.to_display(truth[b], timebase.WAVELENGTHS[b], coded=True) - shown[b]).reshape(-1)
+            y = y.astype(np.float64)
             key = f"{_pattern_key(b, kept)}@{band_gap(prep, b)}"
-            xtx, xty, n, pixels = self.terms.get(key, (0.0, 0.0, 0, 0))
-            self.terms[key] = (xtx + x @ x.T, xty + x @ y, n + 1, pixels + y.size)
+            xtx, xty, yty, n, pixels = self.terms.get(key, (0.0, 0.0, 0.0, 0, 0))
+            self.terms[key] = (xtx + x @ x.T, xty + x @ y, yty + float(y @ y), n + 1, pixels + y.size)
 
-    def solve(self, ridge: float = CROSSBAND_RIDGE, min_samples: int = CROSSBAND_MIN_SAMPLES, **source) -> dict:
-        "The coefficients dict (see `check_crossband`); `source` (manifest, split, ...) is recorded as given."
-        fits = {}
-        for key, (xtx, xty, n, pixels) in sorted(self.terms.items()):
-            if n < min_samples:
+    def error(self, key: str, weights) -> float | None:
+        "Summed squared display error of `weights` on the added samples of `key`; None if none was added."
+        if key not in self.terms:
+            return None
+        xtx, xty, yty, _, _ = self.terms[key]
+        weights = np.asarray(weights, np.float64)
+        return float(yty - 2 * weights @ xty + weights @ xtx @ weights)
+
+    def solve(self, ridge: float = CROSSBAND_RIDGE, min_samples: int = CROSSBAND_MIN_SAMPLES,
+              held_out: "CrossBandFit | None" = None, ridges=CROSSBAND_RIDGES, **source) -> dict:
+        """The coefficients dict (see `check_crossband`); `source` (manifest, split, ...) is recorded as given.
+
+        Without `held_out` every pattern is solved with `ridge`.  With it (a fit of validation samples),
+        each lost band's ridge is the one of `ridges` whose weights leave the least error on its samples
+        of that band's fitted patterns (None: no correction, so the band's patterns are left out and get
+        the blend); a band with fewer than `min_samples` validation samples gets the blend too."""
+        solved = {key: t for key, t in sorted(self.terms.items()) if t[3] >= min_samples}
+        lost_of = lambda key: key.partition(":")[0]
+        chosen, scores = {}, {}
+        for band in sorted({lost_of(k) for k in solved}, key=int):
+            keys = [k for k in solved if lost_of(k) == band]
+            if held_out is None:
+                chosen[band] = ridge
                 continue
-            penalty = np.eye(len(xty)) * ridge * float(np.mean(np.diag(xtx)[1:]))
-            penalty[0, 0] = 0.0                        # the intercept is not shrunk
-            weights = np.linalg.solve(xtx + penalty, xty)
+            seen = [k for k in keys if held_out.error(k, np.zeros(len(solved[k][1]))) is not None]
+            errors = {r: sum(held_out.error(k, ridge_weights(*solved[k][:2], r)) for k in seen) for r in ridges}
+            checked = sum(held_out.terms[k][3] for k in seen)
+            chosen[band] = (min(ridges, key=lambda r: (errors[r], r is not None)) if checked >= min_samples
+                            else None)             # too few held-out samples to trust any correction
+            blend_error = errors[None] if None in errors else sum(held_out.error(k, np.zeros(len(solved[k][1])))
+                                                                  for k in seen)
+            scores[band] = {"ridge": chosen[band], "samples": int(checked),
+                            "gain_db": (round(10 * math.log10(blend_error / errors[chosen[band]]), 4)
+                                        if chosen[band] is not None and errors[chosen[band]] > 0 else 0.0)}
+        fits = {}
+        for key, (xtx, xty, yty, n, pixels) in solved.items():
+            if chosen[lost_of(key)] is None:
+                continue
+            weights = ridge_weights(xtx, xty, chosen[lost_of(key)])
             fits[key] = {"weights": [round(float(w), 8) for w in weights], "samples": int(n), "pixels": int(pixels)}
-        return {"format": CROSSBAND_FORMAT, "filler": "crossband", "space": "display", "ridge": ridge,
-                "min_samples": int(min_samples), "source": source, "fits": fits,
-                "unfit": {k: int(v[2]) for k, v in sorted(self.terms.items()) if k not in fits}}
+        return {"format": CROSSBAND_FORMAT, "filler": "crossband", "space": "display", "ridges": chosen,
+                "validation": scores, "min_samples": int(min_samples), "source": source, "fits": fits,
+                "unfit": {k: int(v[3]) for k, v in sorted(self.terms.items()) if k not in solved}}
 
-# %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 68
+# %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 69
 def check_crossband(coefficients, where="crossband coefficients") -> dict:
     "`coefficients` (a parsed crossband.json) if well formed; `InvalidData` naming `where` and the field otherwise."
     bad = lambda field, what: InvalidData(f"{where}: field {field!r} {what}; refit (suvi-fill bench refits "
@@ -416,7 +458,7 @@ def check_crossband(coefficients, where="crossband coefficients") -> dict:
             raise bad(f"fits.{key}.weights", f"is not {len(bands)} finite numbers")
     return coefficients
 
-# %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 70
+# %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 71
 def load_crossband(path) -> dict:
     "The checked coefficients of the crossband.json at `path`; one-line `MissingData`/`InvalidData` naming it."
     path = Path(path)
@@ -437,7 +479,7 @@ def save_crossband(path, coefficients: dict) -> None:
     "Write checked `coefficients` to `path` atomically (temporary name, fsync, os.replace)."
     atomic_write_json(Path(path), check_crossband(coefficients, str(path)))
 
-# %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 72
+# %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 73
 class CrossBand(Filler):
     "The blend plus the fitted linear correction from the kept bands' residuals (see above)."
     name = "crossband"
@@ -472,7 +514,7 @@ class CrossBand(Filler):
             out[b] = torch.from_numpy(answer).to(out.device)
         return out
 
-# %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 74
+# %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 75
 def crossband_filler(coefficients, device="cpu") -> CrossBand:
     "The cross-band filler from `coefficients`: a crossband.json path or its dict."
     if coefficients is None:
@@ -480,7 +522,7 @@ def crossband_filler(coefficients, device="cpu") -> CrossBand:
                           f"once into DIR/{CROSSBAND_FILE}) or a {CROSSBAND_FILE} (--checkpoint)")
     return CrossBand(coefficients if isinstance(coefficients, dict) else load_crossband(coefficients), device)
 
-# %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 76
+# %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 77
 def learned_filler(checkpoint, device="cpu") -> ModelFiller:
     "A trained checkpoint (`checkpoint.load_learned`)."
     if checkpoint is None:
@@ -488,7 +530,7 @@ def learned_filler(checkpoint, device="cpu") -> ModelFiller:
     net = load_learned(checkpoint, device=device)      # its `offsets`: the ladder the checkpoint records
     return ModelFiller(net, "learned", device, offsets=net.offsets)
 
-# %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 79
+# %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 80
 FILLERS = {
     "nearest": lambda checkpoint=None, device="cpu": Nearest(device),
     "derotated": lambda checkpoint=None, device="cpu": Derotated(device),
@@ -501,7 +543,7 @@ FILLERS = {
 #: The fillers that need nothing fitted (no checkpoint, no coefficients).
 CLASSICAL = ("nearest", "derotated", "linear", "optical_flow", "blend")
 
-# %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 81
+# %% ../../nbs/suvi_fill/evaluate/70_fillers.ipynb 82
 def make_filler(name: str, checkpoint=None, device="cpu") -> Filler:
     """The filler called `name` (one of `FILLERS`); `learned` needs `checkpoint` (a trainer's best.pt),
     `crossband` its coefficients as `checkpoint` (a crossband.json; `bench.bench_filler` takes them
