@@ -395,6 +395,18 @@ class CrossBandFit:
         weights = np.asarray(weights, np.float64)
         return float(yty - 2 * weights @ xty + weights @ xtx @ weights)
 
+    def choose_ridge(self, keys: dict, ridges=CROSSBAND_RIDGES, min_samples: int = CROSSBAND_MIN_SAMPLES):
+        """`(ridge, record)`: of `ridges`, the one whose weights for `keys` ({key: (xtx, xty)} of a train
+        fit) leave the least error on these samples (None, the blend, on a tie), with the record of the
+        choice; None when these samples hold fewer than `min_samples` of those keys."""
+        seen = [k for k in keys if k in self.terms]
+        checked = sum(self.terms[k][3] for k in seen)
+        errors = {r: sum(self.error(k, ridge_weights(*keys[k], r)) for k in seen) for r in ridges}
+        best = min(ridges, key=lambda r: (errors[r], r is not None)) if checked >= min_samples else None
+        blend = sum(self.error(k, np.zeros(len(keys[k][1]))) for k in seen)
+        gain = 10 * math.log10(blend / errors[best]) if best is not None and errors[best] > 0 else 0.0
+        return best, {"ridge": best, "samples": int(checked), "gain_db": round(gain, 4)}
+
     def solve(self, ridge: float = CROSSBAND_RIDGE, min_samples: int = CROSSBAND_MIN_SAMPLES,
               held_out: "CrossBandFit | None" = None, ridges=CROSSBAND_RIDGES, **source) -> dict:
         """The coefficients dict (see `check_crossband`); `source` (manifest, split, ...) is recorded as given.
@@ -407,20 +419,11 @@ class CrossBandFit:
         lost_of = lambda key: key.partition(":")[0]
         chosen, scores = {}, {}
         for band in sorted({lost_of(k) for k in solved}, key=int):
-            keys = [k for k in solved if lost_of(k) == band]
             if held_out is None:
                 chosen[band] = ridge
                 continue
-            seen = [k for k in keys if held_out.error(k, np.zeros(len(solved[k][1]))) is not None]
-            errors = {r: sum(held_out.error(k, ridge_weights(*solved[k][:2], r)) for k in seen) for r in ridges}
-            checked = sum(held_out.terms[k][3] for k in seen)
-            chosen[band] = (min(ridges, key=lambda r: (errors[r], r is not None)) if checked >= min_samples
-                            else None)             # too few held-out samples to trust any correction
-            blend_error = errors[None] if None in errors else sum(held_out.error(k, np.zeros(len(solved[k][1])))
-                                                                  for k in seen)
-            scores[band] = {"ridge": chosen[band], "samples": int(checked),
-                            "gain_db": (round(10 * math.log10(blend_error / errors[chosen[band]]), 4)
-                                        if chosen[band] is not None and errors[chosen[band]] > 0 else 0.0)}
+            keys = {k: solved[k][:2] for k in solved if lost_of(k) == band}
+            chosen[band], scores[band] = held_out.choose_ridge(keys, ridges, min_samples)
         fits = {}
         for key, (xtx, xty, yty, n, pixels) in solved.items():
             if chosen[lost_of(key)] is None:
