@@ -481,3 +481,52 @@ def test_resumed_baseline_is_marked_and_evaluate_builds_the_net_from_the_checkpo
     scored = train(corpus, tmp_path / "eval", "--evaluate", str(out / "last.pt"), "--base", "8", "--depth", "2")
     assert scored.returncode == 0, scored.stderr
     assert "(step 6): val " in scored.stdout
+
+
+# ------------------------------------------------------------------------- the mix of losses
+
+def test_partial_share_reweights_the_training_draws_and_leaves_validation_alone(corpus):
+    "--partial-share: the train split draws that share of partial losses; validation keeps the model's mix."
+    import numpy as np
+    from suvi_fill.train import data as trainer
+    opened = trainer.read_corpus(_args(corpus))
+    trace = trainer.load_availability(str(corpus))
+    whole = trace.patterns.all(axis=1)
+    if not (trace.pattern_counts[whole].sum() > 0 and trace.pattern_counts[~whole].sum() > 0):
+        pytest.skip("the tiny corpus's trace lacks one kind of loss")
+    for share in (0.0, 0.5, 1.0):
+        config = _args(corpus, partial_share=share)
+        train_set, val_set = trainer.train_set_of(config, opened, trace), trainer.val_set_of(config, opened, trace)
+        drawn = train_set.sampler.availability
+        assert drawn.partial_share == pytest.approx(share)
+        rng = np.random.default_rng(0)
+        kinds = np.array([not drawn.draw_lost(rng).all() for _ in range(2000)])
+        assert abs(kinds.mean() - share) < 0.04
+        validation = getattr(val_set, "dataset", val_set).sampler.availability
+        assert validation.partial_share == pytest.approx(trace.partial_share)
+
+
+def test_partial_share_out_of_range_or_of_a_missing_kind_is_refused_in_one_line(corpus, tmp_path):
+    import numpy as np
+    from suvi_fill.corpus.availability import Availability
+    assert refusal(corpus, tmp_path, "--partial-share", "1.5") == "--partial-share 1.5: must be a share from 0 to 1"
+    lossless = tmp_path / "lossless.npz"
+    Availability(np.arange(50), (16, 18), np.ones((50, 2, 6), bool)).save(lossless)
+    message = refusal(corpus, tmp_path, "--partial-share", "0.5", "--availability", str(lossless))
+    assert message == "--partial-share 0.5: the trace holds no partial loss to draw", message
+
+
+def test_a_run_resumes_from_a_checkpoint_slimmed_of_its_optimiser(short_run, corpus, tmp_path):
+    "The shipped filler keeps no optimiser state: --resume takes its weights and step, the optimiser starts afresh."
+    from suvi_fill.model.shipped import slim
+    out, _ = short_run
+    slimmed = slim(out / "last.pt", tmp_path / "slim.pt")
+    assert state(slimmed)["optimiser"] is None
+    copy = tmp_path / "run"
+    result = train(corpus, copy, "--resume", str(slimmed), "--max-steps", "8", "--eval-every", "1000",
+                   "--steps-per-epoch", "100", "--lr", "1e-5", "--partial-share", "0.5")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "it holds no optimiser state (slimmed): the optimiser starts afresh" in result.stdout
+    assert "trained at 50% (--partial-share)" in result.stdout
+    assert state(copy / "last.pt")["step"] == 8 and state(copy / "last.pt")["optimiser"] is not None
+    assert state(copy / "last.pt")["args"]["partial_share"] == 0.5

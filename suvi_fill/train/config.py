@@ -89,6 +89,10 @@ class TrainConfig:
     gap_max: int = flag(0, "train and validate at gaps drawn log-uniformly up to this many slots "
                         f"(samples.draw_gap; {samples.NATURAL_SHARE:.0%}% of samples keep the availability "
                         "model's damage alone); 0: that damage only, as in the original trainer (default %(default)s)")
+    partial_share: float | None = flag(None, "share of training samples whose lost bands are a partial loss "
+                                       "(some bands kept), the rest losing the whole frame; the availability "
+                                       "model's patterns, reweighted (Availability.with_partial_share); validation "
+                                       "keeps the model's own mix (default: the model's own mix)", float)
     balance: bool = flag(False, "weight each lost (sample, band) by the inverse of its own loss "
                          "(losses.balanced_criterion), so short and long gaps count alike; validation loss "
                          "stays the plain criterion (default: off)")
@@ -144,6 +148,8 @@ def check_counts(config: TrainConfig) -> None:
         raise OptionError(f"--pool-wait {config.pool_wait}: must be a finite number of seconds")
     if config.span is not None and config.span not in samples.LADDER:
         raise OptionError(f"--span {config.span}: not a rung of the ladder {samples.LADDER}")
+    if config.partial_share is not None and not 0.0 <= config.partial_share <= 1.0:
+        raise OptionError(f"--partial-share {config.partial_share}: must be a share from 0 to 1")
 
 # %% ../../nbs/suvi_fill/train/60_config.ipynb 15
 def parse_lr_range(text: str) -> tuple:

@@ -282,9 +282,15 @@ def overfit_set(config: TrainConfig, corpus: TrainCorpus, trace):
 
 # %% ../../nbs/suvi_fill/train/61_data.ipynb 38
 def train_set_of(config: TrainConfig, corpus: TrainCorpus, trace, rank: int = 0):
-    "The training set: None (`--evaluate`), the pool (`--pool`), or the train split."
+    """The training set: None (`--evaluate`), the pool (`--pool`), or the train split; its lost bands drawn
+    with `--partial-share` partial losses where that is set (`Availability.with_partial_share`)."""
     if config.evaluate:
         return None
+    if config.partial_share is not None and trace is not None:
+        try:
+            trace = trace.with_partial_share(config.partial_share)
+        except ValueError as exc:
+            raise OptionError(f"--partial-share {config.partial_share}: {str(exc).split(': ', 1)[-1]}") from None
     if config.pool:
         return PoolSet(config.pool, seed=config.seed, rank=rank, gap_max=config.gap_max, wait=config.pool_wait,
                        **_common(corpus, trace))

@@ -185,7 +185,9 @@ class Run:
 # %% ../../nbs/suvi_fill/train/63_loop.ipynb 24
 def resume(run: Run, path: str) -> None:
     """Load `path` (last.pt) into the run: weights, optimiser, step, epoch, LR scale and best; `CheckpointError`
-    when it was trained on another corpus (unless `--fine-tune`: then the best starts afresh)."""
+    when it was trained on another corpus (unless `--fine-tune`: then the best starts afresh).  A checkpoint
+    slimmed of its optimiser state (the shipped filler, `model.shipped.slim`) gives its weights, step and LR
+    scale; the optimiser's moments start afresh."""
     saved = checkpoint.read(path, run.device)
     digest = run.corpus.corpus.digest
     other = saved.manifest is not None and saved.manifest != digest
@@ -196,7 +198,8 @@ def resume(run: Run, path: str) -> None:
             "this one (its best then starts afresh)")
     try:
         run.net.load_state_dict(saved.model)
-        run.optimiser.load_state_dict(saved.optimiser)
+        if saved.optimiser is not None:
+            run.optimiser.load_state_dict(saved.optimiser)
     except (RuntimeError, ValueError, KeyError, TypeError) as exc:
         raise checkpoint.CheckpointError(f"--resume {path}: does not fit this run's net and optimiser "
                                          f"({' '.join(str(exc).split())[:200]})") from None
@@ -209,6 +212,7 @@ def resume(run: Run, path: str) -> None:
     run.resumed_from = saved.best if saved.best is not None and not other else float("-inf")
     run.fine_tuned = other
     run.say(f"  resumed from {path} at epoch {run.epoch}, step {run.step}"
+            + ("; it holds no optimiser state (slimmed): the optimiser starts afresh" if saved.optimiser is None else "")
             + (f"; fine-tuning on corpus {digest[:16]} (trained on {saved.manifest[:16]}): the best starts afresh"
                if other else ""))
 
@@ -269,7 +273,9 @@ def prepare(config: TrainConfig, device, rank: int, world: int, on_record=None) 
         announce(config, corpus, device, world)
     trace = load_availability(config.shards, config.availability)
     if rank == 0:
-        print(f"  availability model: {trace.slots:,} slots, satellites {trace.satellites}")
+        print(f"  availability model: {trace.slots:,} slots, satellites {trace.satellites}; lost bands: "
+              f"{trace.partial_share:.0%} partial losses"
+              + (f", trained at {config.partial_share:.0%} (--partial-share)" if config.partial_share is not None else ""))
     train_set, val_set = data_sets(config, corpus, trace, rank)
     if rank == 0:
         print(describe_sets(config, train_set, val_set))

@@ -17,7 +17,7 @@ from szrank.geometry.defects import FACE_COUNT, evaluate
 # %% auto 0
 __all__ = ['PROPOSAL_FEATURES', 'RECORD_MAGIC', 'RECORD_VERSION', 'RECORD_HEADER', 'RECORD_DTYPE', 'MODEL_FORMAT', 'HIDDEN',
            'face_defects', 'proposal_features', 'write_records', 'read_records', 'ProposalRanker', 'load_ranker',
-           'train_ranker']
+           'train_ranker', 'train_listwise']
 
 # %% ../../nbs/szrank/ranker/36_proposals.ipynb 3
 #: The features of one candidate, in record order (see `proposal_features`).
@@ -136,6 +136,33 @@ def train_ranker(records: np.ndarray, hidden: int = HIDDEN, epochs: int = 3, see
     for _ in range(epochs):
         for rows in torch.randperm(len(z)).split(batch):
             loss = torch.nn.functional.binary_cross_entropy_with_logits(net(z[rows])[:, 0], label[rows])
+            optimiser.zero_grad(); loss.backward(); optimiser.step()
+    w = [p.detach().double().numpy() for p in net.parameters()]
+    return ProposalRanker(mean, spread, w[0].T, w[1], w[2].T[:, 0], w[3][0])
+
+# %% ../../nbs/szrank/ranker/36_proposals.ipynb 23
+def train_listwise(features: np.ndarray, gains: np.ndarray, hidden: int = HIDDEN, epochs: int = 30, seed: int = 0,
+                   batch: int = 2048) -> ProposalRanker:
+    """A ranker fitted to the choice among each member's candidates: `features` (K, N, F) and `gains` (K, N) of
+    N members' K candidates; softmax cross-entropy over the K against the improving ones; deterministic given `seed`."""
+    import torch
+    improved = np.asarray(gains) > 0
+    informative = improved.any(0) & ~improved.all(0)
+    if np.shape(features)[:2] != improved.shape or not informative.any():
+        raise OptionError("listwise training needs features (K, N, F) and gains (K, N) with some member whose "
+                          "candidates differ in outcome")
+    torch.manual_seed(seed)
+    inputs = _inputs(np.asarray(features, np.float64)[:, informative])
+    flat = inputs.reshape(-1, inputs.shape[-1])
+    mean, spread = flat.mean(0), flat.std(0) + 1e-9
+    z = torch.tensor((inputs - mean) / spread, dtype=torch.float32)
+    target = torch.tensor(improved[:, informative], dtype=torch.float32)
+    target = target / target.sum(0, keepdim=True)
+    net = torch.nn.Sequential(torch.nn.Linear(z.shape[-1], hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
+    optimiser = torch.optim.Adam(net.parameters(), 1e-2)
+    for _ in range(epochs):
+        for rows in torch.randperm(z.shape[1]).split(batch):
+            loss = -(target[:, rows] * torch.log_softmax(net(z[:, rows])[..., 0], 0)).sum(0).mean()
             optimiser.zero_grad(); loss.backward(); optimiser.step()
     w = [p.detach().double().numpy() for p in net.parameters()]
     return ProposalRanker(mean, spread, w[0].T, w[1], w[2].T[:, 0], w[3][0])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -19,8 +20,8 @@ from szrank.search.population import CANDIDATES, population_search
 
 # %% auto 0
 __all__ = ['HELD_OUT', 'TRAINING', 'COMPARED', 'COMPARE_SEED', 'REFERENCE_SEED', 'RANDOM_PICK', 'log_run', 'proposal_corpus',
-           'ranking_auc', 'RandomPick', 'compared_run', 'reach', 'lower_median', 'Comparison', 'compare_evaluations',
-           'compare_guided', 'format_comparisons']
+           'ranking_auc', 'audit_run', 'within_auc', 'pick_rates', 'RandomPick', 'compared_run', 'reach',
+           'lower_median', 'Comparison', 'compare_evaluations', 'compare_guided', 'format_comparisons']
 
 # %% ../../nbs/szrank/search/47_guided.ipynb 4
 HELD_OUT = tuple(t for t in range(TOPOLOGY_COUNT) if t % 3 == 2)   #: 19 topologies never trained on
@@ -72,6 +73,41 @@ def ranking_auc(scores: np.ndarray, improved: np.ndarray) -> float:
     return float((ranks[improved].sum() - positives * (positives + 1) / 2) / (positives * negatives))
 
 # %% ../../nbs/szrank/search/47_guided.ipynb 15
+def audit_run(topology: int, evaluations: int, seed: int, model=None,
+              candidates: int = CANDIDATES) -> tuple[np.ndarray, np.ndarray]:
+    """Features (K, N, F) and gains (K, N) of all K = `candidates` candidates of every member's N proposals over
+    one symmetric run of `topology` (each counted off the budget: `population_search(audit=)`).  The run takes
+    each member's first candidate (unguided) or, with `model` (a ranker or its file), the best-ranked."""
+    ranker = load_ranker(model) if isinstance(model, (str, Path)) else model
+    parts = []
+    population_search(topology, evaluations, seed=seed, symmetry=symmetry_of(topology), ranker=ranker,
+                      candidates=candidates,
+                      audit=lambda features, gains: parts.append((features.astype(np.float32), gains.astype(np.float32))))
+    return np.concatenate([f for f, _ in parts], axis=1), np.concatenate([g for _, g in parts], axis=1)
+
+
+def within_auc(scores: np.ndarray, gains: np.ndarray) -> float:
+    """Share of the pairs (improving, not improving) of one member's candidates that `scores` (K, N) order the
+    right way round (ties count half), over every member (column) of `gains` (K, N); nan when no pair."""
+    scores, improved = np.asarray(scores, np.float64), np.asarray(gains) > 0
+    right = pairs = 0.0
+    for i in range(len(scores)):
+        for j in range(len(scores)):
+            both = improved[i] & ~improved[j]
+            pairs += both.sum()
+            right += ((scores[i] > scores[j]) + 0.5 * (scores[i] == scores[j]))[both].sum()
+    return float(right / pairs) if pairs else math.nan
+
+
+def pick_rates(scores: np.ndarray, gains: np.ndarray) -> dict:
+    """How often the taken candidate improves on its member: `first` (the first candidate: chance), `ranked`
+    (the best-ranked by `scores` (K, N)), `any` (some candidate does: the oracle's pick)."""
+    improved = np.asarray(gains) > 0
+    ranked = np.argmax(np.asarray(scores), axis=0)
+    return {"first": float(improved[0].mean()), "ranked": float(improved[ranked, np.arange(improved.shape[1])].mean()),
+            "any": float(improved.any(axis=0).mean())}
+
+# %% ../../nbs/szrank/search/47_guided.ipynb 18
 class RandomPick:
     "The control ranker: scores drawn at random, so a guided step counts one of its candidates at random."
 
@@ -110,7 +146,7 @@ def lower_median(values) -> float:
     values = sorted(values)
     return float(values[(len(values) - 1) // 2])
 
-# %% ../../nbs/szrank/search/47_guided.ipynb 18
+# %% ../../nbs/szrank/search/47_guided.ipynb 21
 @dataclass(frozen=True)
 class Comparison:
     "Guided against unguided on one topology: evaluations to the target (lower median over seeds) and more."
@@ -155,7 +191,7 @@ def compare_evaluations(uniform: float, guided: float) -> str:
     change = guided / uniform - 1
     return f"guided needed {abs(change):.0%} {'more' if change > 0 else 'fewer'} evaluations than uniform"
 
-# %% ../../nbs/szrank/search/47_guided.ipynb 20
+# %% ../../nbs/szrank/search/47_guided.ipynb 23
 def _comparison(topology: int, runs: dict) -> Comparison:
     "A topology's `Comparison` from its runs' histories, {'reference': [...], 'unguided': [...], 'guided': [...]}."
     target = float(np.median([h[-1][1] for h in runs["reference"]]))
@@ -200,7 +236,7 @@ def compare_guided(model, evaluations: int, seeds: int, topologies=COMPARED, wor
     pairs = np.concatenate(scored, axis=1)
     return comparisons, ranking_auc(pairs[0], pairs[1] > 0)
 
-# %% ../../nbs/szrank/search/47_guided.ipynb 23
+# %% ../../nbs/szrank/search/47_guided.ipynb 26
 def _percent(saving: float) -> str:
     "A saving as the table shows it: a percentage, 'never' (the mode never reached the target) or '-' (undefined)."
     if math.isnan(saving):

@@ -107,25 +107,31 @@ class _Population:
     def costs(self, y, L) -> np.ndarray:
         return costs(self.symmetry.expand(y) if self.symmetry is not None else y, L)
 
-    def step(self, rng, L, sigma: float, beta: float, ranker=None, candidates: int = 1, log=None) -> int:
+    def step(self, rng, L, sigma: float, beta: float, ranker=None, candidates: int = 1, log=None, audit=None) -> int:
         """One iteration: every member proposes once; returns the evaluations used.  With `ranker`, each member
         draws `candidates` proposals and only the best-ranked one is counted; `log(features, gain, accepted)`
-        receives every counted proposal's features (needs a watched population)."""
+        receives every counted proposal's features (needs a watched population).  `audit(features, gains)`
+        receives all `candidates` proposals of every member (K, C, ...) with the gain each one would bring,
+        counted outside the budget; without a ranker the first candidate is the one taken."""
         clusters = len(self.cost)
         leader = int(np.argmin(self.cost))
         source = np.arange(clusters)
         far = self.cost > self.best * SLACK
         source[far] = rng.integers(clusters, size=int(far.sum()))
-        if ranker is None and log is None:
+        every = None
+        if ranker is None and log is None and audit is None:
             proposal = (self.x[source] + rng.normal(0.0, sigma, self.x.shape)) * beta
         else:
-            drawn = candidates if ranker is not None else 1          # a logged unguided run draws as an unlogged one
+            drawn = candidates if ranker is not None or audit is not None else 1   # logged unguided: as unlogged
             options = (self.x[source][None] + rng.normal(0.0, sigma, (drawn,) + self.x.shape)) * beta
             features = proposal_features(self.x, self.cost, self.best, self.defects, self.momentum, source,
                                          options, self.basis)
+            if audit is not None:                                    # every candidate counted, off the budget
+                every = self.costs(options.reshape(drawn * clusters, -1), L).reshape(drawn, clusters)
+                audit(features, self.cost[source][None] - every)
             pick = np.argmax(ranker.score(features), axis=0) if ranker is not None else np.zeros(clusters, int)
             proposal, features = options[pick, np.arange(clusters)], features[pick, np.arange(clusters)]
-        cost = self.costs(proposal, L)
+        cost = self.costs(proposal, L) if every is None else every[pick, np.arange(clusters)]
         slack = np.where(np.arange(clusters) == leader, 1.0, SLACK)
         accept = (cost <= self.best * slack) | (cost < self.cost)
         if log is not None:
@@ -155,7 +161,7 @@ class PopulationResult:
 def population_search(topology: int, evaluations: int, seed: int | None = None, clusters: int = CLUSTERS,
                       sigma: float = SIGMA, beta: float = BETA, iterations: int = ITERATIONS,
                       progress=None, symmetry=None, target: int = 0, ranker=None,
-                      candidates: int = CANDIDATES, log=None, start=None) -> PopulationResult:
+                      candidates: int = CANDIDATES, log=None, start=None, audit=None) -> PopulationResult:
     """Run the population strategy on `topology` until `evaluations` configurations were counted (or C+I <=
     `target`, by default 0: a realisation).
 
@@ -164,6 +170,8 @@ def population_search(topology: int, evaluations: int, seed: int | None = None, 
     parameters and every configuration is symmetric.  With `ranker` (a `szrank.ranker.proposals.ProposalRanker`)
     each member draws `candidates` proposals per iteration and only the best-ranked one is counted (still
     `clusters` evaluations an iteration); `log(features, gain, accepted)` sees every counted proposal.
+    `audit(features, gains)` sees every member's `candidates` candidates and the gain each would bring, counted
+    outside the budget (`_Population.step`): what a ranker's pick could win, measured on the run itself.
 
     With `start` (planes (12, 3)/(12,) as `start_parameters` takes them) every (re)start begins at that
     configuration and its neighbours instead of random ones: a search that refines a known shape.
@@ -183,7 +191,8 @@ def population_search(topology: int, evaluations: int, seed: int | None = None, 
     y0 = None if start is None else start_parameters(*start, symmetry)
     unsound = set()                                 # members found degenerate: not checked again
     while used < evaluations and best > target:
-        population = _Population(rng, L, clusters, symmetry, watched=ranker is not None or log is not None, start=y0)
+        population = _Population(rng, L, clusters, symmetry, start=y0,
+                                 watched=ranker is not None or log is not None or audit is not None)
         used, restarts = used + population.used, restarts + 1
         if progress is not None:
             progress(population.used)
@@ -207,7 +216,7 @@ def population_search(topology: int, evaluations: int, seed: int | None = None, 
                     unsound.add(key)
             if best <= target or used >= evaluations or _should_restart(population.best, population.iteration, iterations):
                 break
-            step = population.step(rng, L, sigma, beta, ranker, candidates, log)
+            step = population.step(rng, L, sigma, beta, ranker, candidates, log, audit)
             used += step
             if progress is not None:
                 progress(step)

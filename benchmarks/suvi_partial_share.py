@@ -1,0 +1,130 @@
+"""The partial-loss weighting sweep: what share of partial losses in training serves both bench tables.
+
+The availability model's band-loss patterns decide what a training sample loses: on the demo corpus about a
+fifth of its draws keep some band (a partial loss), the rest lose the whole frame.  `suvi-fill train
+--partial-share P` reweights them (`Availability.with_partial_share`): a share P of the training samples are
+partial losses, within each kind in the trace's own proportions.  Validation keeps the model's own mix.
+
+For every share in --shares, the shipped filler (or --start) is trained --steps more steps at that share
+(`suvi-fill train --resume START --partial-share P`, the demo's settings otherwise); "own" trains at the
+model's own mix, the control for what the extra steps alone give.  Each result's last.pt is benched on the
+demo bench's pinned test sets (bracketed, --samples a gap, whole frames and partial losses apart) beside the
+blend, crossband and the start.  Prints both tables with standard errors, the margins over crossband, and
+writes a plot (PSNR against gap, whole and partial) to --work/partial_share.png.  No assertions: a benchmark.
+
+    suvi-fill demo --out /tmp/demo1          # the corpus
+    python benchmarks/suvi_partial_share.py --shards /tmp/demo1/shards --work /tmp/ps --shares own,0.5,0.8 --steps 400
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from suvi_fill import demo
+from suvi_fill.corpus import availability
+from suvi_fill.corpus.reader import Corpus
+from suvi_fill.evaluate import bench
+from suvi_fill.model import checkpoint, shipped
+from suvi_fill.train.config import TrainConfig, command_line
+from suvi_fill.train.loop import train
+from suvi_fill.plumbing.errors import TrainingAborted
+
+
+def tuned(shards: Path, start: Path, share, steps: int, work: Path) -> tuple[Path, list]:
+    "Train `start` `steps` more steps at partial share `share` (None: the model's own); (last.pt, val curve)."
+    out = work / f"share_{'own' if share is None else share}"
+    last = out / "last.pt"
+    history = out / "history.jsonl"
+    begun = checkpoint.read(start).step
+    corpus = Corpus.open(shards)
+    settings = demo.DEMO_TRAIN | dict(max_steps=begun + steps, eval_every=max(steps // 4, 1), plateau_evals=0,
+                                      partial_share=share, resume=str(start))
+    config = TrainConfig(shards=str(shards), manifest=str(corpus.path), out=str(out), **settings)
+    if not (last.exists() and checkpoint.read(last).step >= begun + steps):
+        print(f"suvi-fill train {command_line(config)}", flush=True)
+        started = time.perf_counter()
+        try:
+            train(config)
+        except TrainingAborted:
+            print("  (the abort guard stopped it: last.pt is where it stopped)")
+        print(f"  {time.perf_counter() - started:.0f} s", flush=True)
+    curve = [(r["step"], r["val_psnr"]) for r in map(json.loads, history.read_text().splitlines())
+             if r.get("val_psnr") is not None] if history.exists() else []
+    return last, curve
+
+
+def tables(result: dict, name: str) -> tuple[dict, dict, dict, dict]:
+    "Whole and partial PSNR by gap of filler `name`, and their standard errors."
+    whole, partial = result["by_loss"]["whole"], result["by_loss"]["partial"]
+    return (whole["table"][name], partial["table"][name], whole["stderr"][name], partial["stderr"][name])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shards", type=Path, required=True, help="the demo corpus's shards (suvi-fill demo)")
+    parser.add_argument("--work", type=Path, required=True, help="runs, bench results and the plot go here")
+    parser.add_argument("--shares", default="own,0.5,0.8", help="comma-separated partial shares; own: the model's mix")
+    parser.add_argument("--steps", type=int, default=400, help="training steps from the start per share")
+    parser.add_argument("--start", type=Path, default=None, help="checkpoint to start from (default: the shipped filler)")
+    parser.add_argument("--samples", type=int, default=demo.DEMO_SAMPLES, help="bench samples a gap, each kind")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    start = args.start or shipped.shipped_checkpoint()
+    corpus = Corpus.open(args.shards)
+    trace = availability.Availability.load(args.shards / availability.AVAILABILITY)
+    print(f"start {start} (step {checkpoint.read(start).step}); the availability model's partial share "
+          f"{trace.partial_share:.3f}", flush=True)
+    shares = [None if s == "own" else float(s) for s in args.shares.split(",")]
+    runs = {}
+    for share in shares:
+        runs["own" if share is None else f"{share:g}"] = tuned(args.shards, start, share, args.steps, args.work)
+    fillers = {"blend": bench.bench_filler("blend", shards=args.shards),
+               "crossband": bench.bench_filler("crossband", shards=args.shards),
+               "start": bench.bench_filler("learned", checkpoint=start)}
+    for label, (last, _) in runs.items():
+        fillers[f"share {label}"] = bench.bench_filler("learned", checkpoint=last)
+    result = bench.run_bench(args.shards, corpus, trace, fillers, demo.DEMO_GAPS, args.samples, progress=False,
+                             partial_count=args.samples)
+    (args.work / "bench.json").write_text(json.dumps(result, indent=1, sort_keys=True))
+    gaps = [str(g) for g in demo.DEMO_GAPS]
+    print(f"\nbench: test split, bracketed, {args.samples} samples a gap and kind; mean display PSNR (dB) +- SE")
+    for kind in (0, 1):
+        print(f"\n{'whole frames' if kind == 0 else 'partial losses'}\n| filler | " + " | ".join(f"gap {g}" for g in gaps)
+              + " |\n|---|" + "---:|" * len(gaps))
+        for name in fillers:
+            t, s = tables(result, name)[kind], tables(result, name)[2 + kind]
+            print(f"| {name} | " + " | ".join(f"{t[g]:.2f} +- {s[g]:.2f}" for g in gaps) + " |")
+        cross = tables(result, "crossband")[kind]
+        for name in [n for n in fillers if n.startswith("share") or n == "start"]:
+            t = tables(result, name)[kind]
+            print(f"| {name} - crossband | " + " | ".join(f"{t[g] - cross[g]:+.2f}" for g in gaps) + " |")
+    print("\nvalidation (the model's own mix), dB by step:")
+    for label, (_, curve) in runs.items():
+        print(f"  share {label}: " + ", ".join(f"{s}: {p:.2f}" for s, p in curve))
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=False)
+    for axis, kind, title in ((axes[0], 0, "whole frames"), (axes[1], 1, "partial losses")):
+        cross = tables(result, "crossband")[kind]
+        for name in fillers:
+            if name == "crossband":
+                continue
+            t = tables(result, name)[kind]
+            axis.plot([int(g) for g in gaps], [t[g] - cross[g] for g in gaps], marker="o", label=name)
+        axis.axhline(0, color="grey", lw=0.8)
+        axis.set_xscale("log")
+        axis.set(title=title, xlabel="gap (slots)", ylabel="PSNR - crossband (dB)")
+    axes[1].legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(args.work / "partial_share.png", dpi=110)
+    print(f"plot: {args.work / 'partial_share.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
