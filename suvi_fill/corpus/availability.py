@@ -26,8 +26,8 @@ LOSS_CONTEXT = 15
 FORMAT = 1
 
 # %% auto 0
-__all__ = ['AVAILABILITY', 'LOSS_CONTEXT', 'FORMAT', 'presence_trace', 'loss_patterns', 'dual_outage_rate', 'Availability',
-           'corpus_trace', 'profile', 'profile_command']
+__all__ = ['AVAILABILITY', 'LOSS_CONTEXT', 'FORMAT', 'presence_trace', 'loss_patterns', 'dual_outage_rate', 'LossMix',
+           'Availability', 'corpus_trace', 'profile', 'profile_command']
 
 # %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 4
 def presence_trace(shards: dict, satellites=None) -> dict:
@@ -76,8 +76,40 @@ def dual_outage_rate(present) -> float:
     present = np.asarray(present, dtype=bool)
     return float((~present.any(axis=-2)).mean())
 
-# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 10
-class Availability:
+# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 11
+class LossMix:
+    """The split of an availability model's lost-band draws between partial losses and whole frames; a mixin
+    of `Availability`, which holds `patterns`, `pattern_counts` and the draw probabilities `_pattern_p`."""
+
+    @property
+    def partial_share(self) -> float:
+        "Share of `draw_lost` draws that keep some band (a partial loss, not the whole frame)."
+        if self._pattern_p is None:
+            return 1.0                                     # the fallback loses one band
+        return float(self._pattern_p[~self.patterns.all(axis=1)].sum())
+
+    def with_partial_share(self, share: float) -> "Availability":
+        """This model with `draw_lost` reweighted: a share `share` of draws keep some band (partial
+        losses), the rest lose the whole frame; within each kind the trace's proportions stay, and the
+        windows are the trace's.  `ValueError` when the trace holds no loss of a kind the share asks for."""
+        share = float(share)
+        if not 0.0 <= share <= 1.0:
+            raise ValueError(f"partial share {share}: must be from 0 to 1")
+        whole = self.patterns.all(axis=1)
+        counts = self.pattern_counts.astype(np.float64)
+        for kind, wanted, name in ((~whole, share, "partial"), (whole, 1.0 - share, "whole-frame")):
+            if wanted > 0 and not counts[kind].sum() > 0:
+                raise ValueError(f"partial share {share}: the trace holds no {name} loss to draw")
+        weights = np.zeros_like(counts)
+        for kind, wanted in ((~whole, share), (whole, 1.0 - share)):
+            if wanted > 0:
+                weights[kind] = wanted * counts[kind] / counts[kind].sum()
+        out = copy.copy(self)
+        out._pattern_p = weights / weights.sum()
+        return out
+
+# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 12
+class Availability(LossMix):
     """The profiled availability model (`availability.npz`).
 
     `slots` (int: how many slots the trace spans), `satellites` (tuple),
@@ -152,33 +184,6 @@ class Availability:
             return lost
         return self.patterns[int(rng.choice(len(self.patterns), p=self._pattern_p))].copy()
 
-    @property
-    def partial_share(self) -> float:
-        "Share of `draw_lost` draws that keep some band (a partial loss, not the whole frame)."
-        if self._pattern_p is None:
-            return 1.0                                     # the fallback loses one band
-        return float(self._pattern_p[~self.patterns.all(axis=1)].sum())
-
-    def with_partial_share(self, share: float) -> Availability:
-        """This model with `draw_lost` reweighted: a share `share` of draws keep some band (partial
-        losses), the rest lose the whole frame; within each kind the trace's proportions stay, and the
-        windows are the trace's.  `ValueError` when the trace holds no loss of a kind the share asks for."""
-        share = float(share)
-        if not 0.0 <= share <= 1.0:
-            raise ValueError(f"partial share {share}: must be from 0 to 1")
-        whole = self.patterns.all(axis=1)
-        counts = self.pattern_counts.astype(np.float64)
-        for kind, wanted, name in ((~whole, share, "partial"), (whole, 1.0 - share, "whole-frame")):
-            if wanted > 0 and not counts[kind].sum() > 0:
-                raise ValueError(f"partial share {share}: the trace holds no {name} loss to draw")
-        weights = np.zeros_like(counts)
-        for kind, wanted in ((~whole, share), (whole, 1.0 - share)):
-            if wanted > 0:
-                weights[kind] = wanted * counts[kind] / counts[kind].sum()
-        out = copy.copy(self)
-        out._pattern_p = weights / weights.sum()
-        return out
-
     def rates(self) -> dict:
         "Summary rates of the trace: clean share per satellite and band, dual-satellite outage rate."
         return {"clean": {s: self.present[:, i].mean(axis=0).round(4).tolist() for i, s in enumerate(self.satellites)},
@@ -186,7 +191,7 @@ class Availability:
                 "whole_frame_lost": {s: float((~self.present[:, i].any(axis=1)).mean())
                                      for i, s in enumerate(self.satellites)}}
 
-# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 16
+# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 18
 def corpus_trace(directory: Path) -> dict:
     "The presence trace of the corpus in `directory`, its shards opened through the manifest (`segments.corpus_shards`)."
     shards = segments.corpus_shards(directory)
@@ -197,7 +202,7 @@ def corpus_trace(directory: Path) -> dict:
     finally:
         segments.close_shards(shards)
 
-# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 18
+# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 20
 def profile(directory) -> Availability:
     "Profile the corpus in `directory` and write `directory/availability.npz`."
     directory = Path(directory)
@@ -208,7 +213,7 @@ def profile(directory) -> Availability:
     model.save(directory / AVAILABILITY)
     return model
 
-# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 20
+# %% ../../nbs/suvi_fill/corpus/43_availability.ipynb 22
 def profile_command(parser):
     "`suvi-fill profile --shards DIR`: write DIR/availability.npz."
     parser.add_argument("--shards", required=True, type=Path, help="corpus directory (suvi-fill build --out)")
