@@ -15,7 +15,7 @@ from szrank.geometry.symmetry import symmetry_of
 from szrank.geometry.topology import TOPOLOGY_COUNT
 from szrank.plumbing.device import run_in_workers
 from szrank.plumbing.errors import OptionError
-from szrank.ranker.proposals import RECORD_DTYPE, load_ranker
+from szrank.ranker.proposals import PROPOSAL_FEATURES, RECORD_DTYPE, load_ranker
 from szrank.search.population import CANDIDATES, population_search
 
 # %% auto 0
@@ -83,6 +83,8 @@ def audit_run(topology: int, evaluations: int, seed: int, model=None,
     population_search(topology, evaluations, seed=seed, symmetry=symmetry_of(topology), ranker=ranker,
                       candidates=candidates,
                       audit=lambda features, gains: parts.append((features.astype(np.float32), gains.astype(np.float32))))
+    if not parts:                                   # a budget spent on the first draws: no step was taken
+        return np.zeros((candidates, 0, len(PROPOSAL_FEATURES)), np.float32), np.zeros((candidates, 0), np.float32)
     return np.concatenate([f for f, _ in parts], axis=1), np.concatenate([g for _, g in parts], axis=1)
 
 
@@ -107,7 +109,7 @@ def pick_rates(scores: np.ndarray, gains: np.ndarray) -> dict:
     return {"first": float(improved[0].mean()), "ranked": float(improved[ranked, np.arange(improved.shape[1])].mean()),
             "any": float(improved.any(axis=0).mean())}
 
-# %% ../../nbs/szrank/search/47_guided.ipynb 18
+# %% ../../nbs/szrank/search/47_guided.ipynb 19
 class RandomPick:
     "The control ranker: scores drawn at random, so a guided step counts one of its candidates at random."
 
@@ -146,7 +148,7 @@ def lower_median(values) -> float:
     values = sorted(values)
     return float(values[(len(values) - 1) // 2])
 
-# %% ../../nbs/szrank/search/47_guided.ipynb 21
+# %% ../../nbs/szrank/search/47_guided.ipynb 22
 @dataclass(frozen=True)
 class Comparison:
     "Guided against unguided on one topology: evaluations to the target (lower median over seeds) and more."
@@ -191,7 +193,7 @@ def compare_evaluations(uniform: float, guided: float) -> str:
     change = guided / uniform - 1
     return f"guided needed {abs(change):.0%} {'more' if change > 0 else 'fewer'} evaluations than uniform"
 
-# %% ../../nbs/szrank/search/47_guided.ipynb 23
+# %% ../../nbs/szrank/search/47_guided.ipynb 24
 def _comparison(topology: int, runs: dict) -> Comparison:
     "A topology's `Comparison` from its runs' histories, {'reference': [...], 'unguided': [...], 'guided': [...]}."
     target = float(np.median([h[-1][1] for h in runs["reference"]]))
@@ -236,7 +238,7 @@ def compare_guided(model, evaluations: int, seeds: int, topologies=COMPARED, wor
     pairs = np.concatenate(scored, axis=1)
     return comparisons, ranking_auc(pairs[0], pairs[1] > 0)
 
-# %% ../../nbs/szrank/search/47_guided.ipynb 26
+# %% ../../nbs/szrank/search/47_guided.ipynb 27
 def _percent(saving: float) -> str:
     "A saving as the table shows it: a percentage, 'never' (the mode never reached the target) or '-' (undefined)."
     if math.isnan(saving):
