@@ -34,13 +34,11 @@ from suvi_fill.train.loop import train
 from suvi_fill.plumbing.errors import TrainingAborted
 
 
-def tuned(shards: Path, start: Path, share, steps: int, work: Path) -> tuple[Path, list]:
-    "Train `start` `steps` more steps at partial share `share` (None: the model's own); (last.pt, val curve)."
+def tuned(shards: Path, corpus: Corpus, start: Path, begun: int, share, steps: int, work: Path) -> tuple[Path, list]:
+    "Train `start` (at step `begun`) `steps` more steps at partial share `share` (None: the model's own); (last.pt, val curve)."
     out = work / f"share_{'own' if share is None else share}"
     last = out / "last.pt"
     history = out / "history.jsonl"
-    begun = checkpoint.read(start).step
-    corpus = Corpus.open(shards)
     settings = demo.DEMO_TRAIN | dict(max_steps=begun + steps, eval_every=max(steps // 4, 1), plateau_evals=0,
                                       partial_share=share, resume=str(start))
     config = TrainConfig(shards=str(shards), manifest=str(corpus.path), out=str(out), **settings)
@@ -57,10 +55,13 @@ def tuned(shards: Path, start: Path, share, steps: int, work: Path) -> tuple[Pat
     return last, curve
 
 
-def tables(result: dict, name: str) -> tuple[dict, dict, dict, dict]:
-    "Whole and partial PSNR by gap of filler `name`, and their standard errors."
-    whole, partial = result["by_loss"]["whole"], result["by_loss"]["partial"]
-    return (whole["table"][name], partial["table"][name], whole["stderr"][name], partial["stderr"][name])
+KINDS = ("whole", "partial")   #: the bench's two tables (`result["by_loss"]`)
+
+
+def table(result: dict, kind: str, name: str) -> tuple[dict, dict]:
+    "PSNR by gap of filler `name` in table `kind`, and its standard errors."
+    rows = result["by_loss"][kind]
+    return rows["table"][name], rows["stderr"][name]
 
 
 def main() -> int:
@@ -74,14 +75,15 @@ def main() -> int:
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     start = args.start or shipped.shipped_checkpoint()
+    begun = checkpoint.read(start).step
     corpus = Corpus.open(args.shards)
     trace = availability.Availability.load(args.shards / availability.AVAILABILITY)
-    print(f"start {start} (step {checkpoint.read(start).step}); the availability model's partial share "
+    print(f"start {start} (step {begun}); the availability model's partial share "
           f"{trace.partial_share:.3f}", flush=True)
     shares = [None if s == "own" else float(s) for s in args.shares.split(",")]
     runs = {}
     for share in shares:
-        runs["own" if share is None else f"{share:g}"] = tuned(args.shards, start, share, args.steps, args.work)
+        runs["own" if share is None else f"{share:g}"] = tuned(args.shards, corpus, start, begun, share, args.steps, args.work)
     fillers = {"blend": bench.bench_filler("blend", shards=args.shards),
                "crossband": bench.bench_filler("crossband", shards=args.shards),
                "start": bench.bench_filler("learned", checkpoint=start)}
@@ -92,15 +94,15 @@ def main() -> int:
     (args.work / "bench.json").write_text(json.dumps(result, indent=1, sort_keys=True))
     gaps = [str(g) for g in demo.DEMO_GAPS]
     print(f"\nbench: test split, bracketed, {args.samples} samples a gap and kind; mean display PSNR (dB) +- SE")
-    for kind in (0, 1):
-        print(f"\n{'whole frames' if kind == 0 else 'partial losses'}\n| filler | " + " | ".join(f"gap {g}" for g in gaps)
-              + " |\n|---|" + "---:|" * len(gaps))
+    for kind in KINDS:
+        print(f"\n{'whole frames' if kind == 'whole' else 'partial losses'}\n| filler | "
+              + " | ".join(f"gap {g}" for g in gaps) + " |\n|---|" + "---:|" * len(gaps))
         for name in fillers:
-            t, s = tables(result, name)[kind], tables(result, name)[2 + kind]
+            t, s = table(result, kind, name)
             print(f"| {name} | " + " | ".join(f"{t[g]:.2f} +- {s[g]:.2f}" for g in gaps) + " |")
-        cross = tables(result, "crossband")[kind]
+        cross = table(result, kind, "crossband")[0]
         for name in [n for n in fillers if n.startswith("share") or n == "start"]:
-            t = tables(result, name)[kind]
+            t = table(result, kind, name)[0]
             print(f"| {name} - crossband | " + " | ".join(f"{t[g] - cross[g]:+.2f}" for g in gaps) + " |")
     print("\nvalidation (the model's own mix), dB by step:")
     for label, (_, curve) in runs.items():
@@ -109,12 +111,12 @@ def main() -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     figure, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=False)
-    for axis, kind, title in ((axes[0], 0, "whole frames"), (axes[1], 1, "partial losses")):
-        cross = tables(result, "crossband")[kind]
+    for axis, kind, title in ((axes[0], "whole", "whole frames"), (axes[1], "partial", "partial losses")):
+        cross = table(result, kind, "crossband")[0]
         for name in fillers:
             if name == "crossband":
                 continue
-            t = tables(result, name)[kind]
+            t = table(result, kind, name)[0]
             axis.plot([int(g) for g in gaps], [t[g] - cross[g] for g in gaps], marker="o", label=name)
         axis.axhline(0, color="grey", lw=0.8)
         axis.set_xscale("log")

@@ -94,15 +94,14 @@ class LossMix:
         windows are the trace's.  `ValueError` when the trace holds no loss of a kind the share asks for."""
         share = float(share)
         if not 0.0 <= share <= 1.0:
-            raise ValueError(f"partial share {share}: must be from 0 to 1")
+            raise ValueError(f"must be a share from 0 to 1, not {share}")
         whole = self.patterns.all(axis=1)
         counts = self.pattern_counts.astype(np.float64)
-        for kind, wanted, name in ((~whole, share, "partial"), (whole, 1.0 - share, "whole-frame")):
-            if wanted > 0 and not counts[kind].sum() > 0:
-                raise ValueError(f"partial share {share}: the trace holds no {name} loss to draw")
         weights = np.zeros_like(counts)
-        for kind, wanted in ((~whole, share), (whole, 1.0 - share)):
+        for kind, wanted, name in ((~whole, share, "partial"), (whole, 1.0 - share, "whole-frame")):
             if wanted > 0:
+                if not counts[kind].sum() > 0:
+                    raise ValueError(f"the trace holds no {name} loss to draw")
                 weights[kind] = wanted * counts[kind] / counts[kind].sum()
         out = copy.copy(self)
         out._pattern_p = weights / weights.sum()

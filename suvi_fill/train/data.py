@@ -290,7 +290,7 @@ def train_set_of(config: TrainConfig, corpus: TrainCorpus, trace, rank: int = 0)
         try:
             trace = trace.with_partial_share(config.partial_share)
         except ValueError as exc:
-            raise OptionError(f"--partial-share {config.partial_share}: {str(exc).split(': ', 1)[-1]}") from None
+            raise OptionError(f"--partial-share {config.partial_share}: {exc}") from None
     if config.pool:
         return PoolSet(config.pool, seed=config.seed, rank=rank, gap_max=config.gap_max, wait=config.pool_wait,
                        **_common(corpus, trace))

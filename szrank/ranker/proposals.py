@@ -131,12 +131,23 @@ def train_ranker(records: np.ndarray, hidden: int = HIDDEN, epochs: int = 3, see
     mean, spread = inputs.mean(0), inputs.std(0) + 1e-9
     z = torch.tensor((inputs - mean) / spread, dtype=torch.float32)
     label = torch.tensor(records["gain"] > 0, dtype=torch.float32)
-    net = torch.nn.Sequential(torch.nn.Linear(z.shape[1], hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
-    optimiser = torch.optim.Adam(net.parameters(), 1e-2)
+    net, optimiser = _network(z.shape[1], hidden)
     for _ in range(epochs):
         for rows in torch.randperm(len(z)).split(batch):
             loss = torch.nn.functional.binary_cross_entropy_with_logits(net(z[rows])[:, 0], label[rows])
             optimiser.zero_grad(); loss.backward(); optimiser.step()
+    return _as_ranker(net, mean, spread)
+
+
+def _network(inputs: int, hidden: int):
+    "The ranker's one-hidden-layer network and its Adam optimiser."
+    import torch
+    net = torch.nn.Sequential(torch.nn.Linear(inputs, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
+    return net, torch.optim.Adam(net.parameters(), 1e-2)
+
+
+def _as_ranker(net, mean, spread) -> ProposalRanker:
+    "A trained `_network` as a `ProposalRanker` with the inputs' standardisation."
     w = [p.detach().double().numpy() for p in net.parameters()]
     return ProposalRanker(mean, spread, w[0].T, w[1], w[2].T[:, 0], w[3][0])
 
@@ -158,11 +169,9 @@ def train_listwise(features: np.ndarray, gains: np.ndarray, hidden: int = HIDDEN
     z = torch.tensor((inputs - mean) / spread, dtype=torch.float32)
     target = torch.tensor(improved[:, informative], dtype=torch.float32)
     target = target / target.sum(0, keepdim=True)
-    net = torch.nn.Sequential(torch.nn.Linear(z.shape[-1], hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
-    optimiser = torch.optim.Adam(net.parameters(), 1e-2)
+    net, optimiser = _network(z.shape[-1], hidden)
     for _ in range(epochs):
         for rows in torch.randperm(z.shape[1]).split(batch):
             loss = -(target[:, rows] * torch.log_softmax(net(z[:, rows])[..., 0], 0)).sum(0).mean()
             optimiser.zero_grad(); loss.backward(); optimiser.step()
-    w = [p.detach().double().numpy() for p in net.parameters()]
-    return ProposalRanker(mean, spread, w[0].T, w[1], w[2].T[:, 0], w[3][0])
+    return _as_ranker(net, mean, spread)
