@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import time
 from pathlib import Path
@@ -13,7 +14,8 @@ from pathlib import Path
 from suvi_fill import demo
 
 # %% auto 0
-__all__ = ['PRETRAIN_STEPS', 'PRETRAIN_TRAIN', 'DEFAULT_OUT', 'validation_curve', 'install', 'pretrain', 'pretrain_command']
+__all__ = ['PRETRAIN_STEPS', 'PRETRAIN_TRAIN', 'PRETRAIN_PARTIAL_SHARE', 'DEFAULT_OUT', 'validation_curve', 'install', 'pretrain',
+           'partial_share_option', 'pretrain_command']
 
 # %% ../nbs/suvi_fill/92_pretrain.ipynb 4
 #: Optimiser steps of the shipped filler's run: about an hour of one CPU core at the demo's net and batch.
@@ -21,6 +23,8 @@ PRETRAIN_STEPS = 3000
 #: The run's settings: the demo's, longer, with the plateau rule on (halve the LR after this many evals without
 #: a new best) and an eval every 200 steps.
 PRETRAIN_TRAIN = demo.DEMO_TRAIN | dict(max_steps=PRETRAIN_STEPS, eval_every=200, plateau_evals=4)
+#: Share of the run's training samples that are partial losses (`--partial-share`): the sweep's best (see above).
+PRETRAIN_PARTIAL_SHARE = 0.8
 #: Where `suvi-fill pretrain` writes its corpus, run and bench when `--out` is not given.
 DEFAULT_OUT = Path("pretrain-out")
 
@@ -49,9 +53,11 @@ def install(best, record: dict, bench: dict, to) -> Path:
     return to / shipped.SHIPPED_CHECKPOINT
 
 # %% ../nbs/suvi_fill/92_pretrain.ipynb 13
-def pretrain(out=DEFAULT_OUT, steps: int = PRETRAIN_STEPS, to=None, device: str = "cpu", progress: bool = True) -> dict:
+def pretrain(out=DEFAULT_OUT, steps: int = PRETRAIN_STEPS, to=None, device: str = "cpu", progress: bool = True,
+             partial_share: float | None = PRETRAIN_PARTIAL_SHARE) -> dict:
     """Corpus, training, bench and install (into `to`, default the package's `shipped_dir()`); returns the
-    training record.  Errors are the stages' own (`SuviFillError` and its kinds)."""
+    training record.  `partial_share`: the train split's share of partial losses (None: the availability
+    model's own mix).  Errors are the stages' own (`SuviFillError` and its kinds)."""
     import suvi_fill
     from suvi_fill.plumbing.errors import SuviFillError, TrainingAborted
     from suvi_fill.corpus.reader import Corpus
@@ -67,7 +73,7 @@ def pretrain(out=DEFAULT_OUT, steps: int = PRETRAIN_STEPS, to=None, device: str 
     if run_dir.exists():
         shutil.rmtree(run_dir)
     corpus = Corpus.open(shards)
-    settings = PRETRAIN_TRAIN | {"max_steps": int(steps), "device": device}
+    settings = PRETRAIN_TRAIN | {"max_steps": int(steps), "device": device, "partial_share": partial_share}
     config = TrainConfig(shards=str(shards), manifest=str(corpus.path), out=str(run_dir), **settings)
     print(f"[train] suvi-fill train {command_line(config)}")
     try:
@@ -80,7 +86,8 @@ def pretrain(out=DEFAULT_OUT, steps: int = PRETRAIN_STEPS, to=None, device: str 
     trained_cpu = time.process_time() - cpu
     bench = demo.bench_stage(out, shards, best, device, progress=progress, shipped=False)
     curve = validation_curve(run_dir / "history.jsonl")
-    record = {"command": f"suvi-fill pretrain --out {out} --steps {int(steps)}", "version": suvi_fill.__version__,
+    share = "own" if partial_share is None else f"{partial_share:g}"
+    record = {"command": f"suvi-fill pretrain --out {out} --steps {int(steps)} --partial-share {share}", "version": suvi_fill.__version__,
               "settings": settings, "net": net_config(config), "status": int(status), "steps": curve[-1][0] if curve else 0,
               "validation": curve, "untrained_psnr": curve[0][1] if curve else None,
               "best_psnr": max((r[1] for r in curve), default=None),
@@ -93,10 +100,27 @@ def pretrain(out=DEFAULT_OUT, steps: int = PRETRAIN_STEPS, to=None, device: str 
     return record
 
 
+def partial_share_option(text: str) -> float | None:
+    "`--partial-share`'s value: a share from 0 to 1, or None for 'own'; `OptionError` otherwise."
+    from suvi_fill.plumbing.errors import OptionError
+    if text == "own":
+        return None
+    try:
+        share = float(text)
+    except ValueError:
+        share = math.nan
+    if not 0.0 <= share <= 1.0:
+        raise OptionError(f"--partial-share {text}: must be a share from 0 to 1, or 'own'")
+    return share
+
+
 def pretrain_command(parser):
-    "`suvi-fill pretrain [--out DIR] [--steps N] [--to DIR] [--device D]`."
+    "`suvi-fill pretrain [--out DIR] [--steps N] [--partial-share P|own] [--to DIR] [--device D]`."
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for the corpus, the run and the bench")
     parser.add_argument("--steps", type=int, default=PRETRAIN_STEPS, help="optimiser steps of the run")
+    parser.add_argument("--partial-share", default=str(PRETRAIN_PARTIAL_SHARE), metavar="P",
+                        help="share of training samples that are partial losses, 0 to 1, or 'own' for the "
+                             f"availability model's mix (default {PRETRAIN_PARTIAL_SHARE})")
     parser.add_argument("--to", type=Path, default=None,
                         help="install the filler here (default: the package's resources/pretrained)")
     parser.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"), help="device for training and bench")
@@ -106,6 +130,7 @@ def pretrain_command(parser):
         from suvi_fill.plumbing.errors import OptionError
         if args.steps < 1:
             raise OptionError(f"--steps {args.steps}: give at least 1")
-        pretrain(args.out, args.steps, args.to, args.device, progress=not args.quiet)
+        pretrain(args.out, args.steps, args.to, args.device, progress=not args.quiet,
+                 partial_share=partial_share_option(args.partial_share))
         return 0
     return run

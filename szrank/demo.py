@@ -26,8 +26,8 @@ __all__ = ['DEFAULT_OUT', 'ARCHIVE_NAME', 'DEMO_TRAINING', 'RANKER_SEED', 'RANKE
            'SEARCH_STEPS', 'SEARCH_REPLICAS', 'SEARCH_ITERATIONS', 'SEARCH_WORKERS', 'GATE_MINIMUM_RECORDS',
            'SPLIT_NAMES', 'SEARCH_TRAINING', 'write_archive', 'replay', 'exporter_command', 'replay_main',
            'demo_train_config', 'train_stage', 'format_metrics', 'report_training', 'run_synthetic_stage',
-           'run_symmetric_stage', 'search_exporter_command', 'search_train_config', 'compare_policies',
-           'run_search_stage', 'run_demo', 'demo_command']
+           'check_ranker', 'format_check', 'run_symmetric_stage', 'search_exporter_command', 'search_train_config',
+           'compare_policies', 'run_search_stage', 'run_demo', 'demo_command']
 
 # %% ../nbs/szrank/91_demo.ipynb 5
 DEFAULT_OUT = Path("demo-out/szrank")
@@ -159,8 +159,9 @@ def run_synthetic_stage(out: Path, labels_shuffled: bool = False, device: str = 
 
 # %% ../nbs/szrank/91_demo.ipynb 32
 RANKER_SEED = 7              # training runs use seeds 7, 8, ... (one a training topology), as the benchmark's
-RANKER_EVALUATIONS = 25_600  # logged per training topology: 40 x 25,600 give about 1M records, on which the
-                             # ranker's 32 hidden units reached a held-out AUC of 0.78 (HIDDEN's comment)
+RANKER_EVALUATIONS = 6_720   # audited per training topology: a run's first 320 evaluations draw the population,
+                             # then each counts a member with its 4 candidates, so 40 x 6,400 members give
+                             # 1,024,000 candidate records (the listwise ranker of the guided notebook: 6,400)
 GUIDED_EVALUATIONS = 30_000  # budget of a compared run: the symmetric search first restarts after 512,000
                              # evaluations, so each run is one descent, where a ranker can save evaluations
 GUIDED_SEEDS = 6             # seeds a topology and set: 5 topologies x 6 seeds x 4 sets (reference, unguided,
@@ -169,11 +170,11 @@ SYMMETRIC_WORKERS = 2        # one process per core of the demo's two: every run
                              # are the same as in one process
 
 # %% ../nbs/szrank/91_demo.ipynb 34
-def _comparison_json(comparisons: list, auc: float, evaluations: int) -> dict:
-    "The comparison as JSON data (never reached: null)."
+def _comparison_json(comparisons: list, check: dict, pooled_auc: float, evaluations: int) -> dict:
+    "The comparison and the ranker's check (`check_ranker`) as JSON data (never reached: null)."
     import dataclasses
     finite = lambda value: value if math.isfinite(value) else None
-    return {"evaluations_per_run": evaluations, "held_out_auc": finite(auc),
+    return {"evaluations_per_run": evaluations, "held_out_check": check, "held_out_pooled_auc": finite(pooled_auc),
             "topologies": [{k: finite(v) if isinstance(v, float) else v for k, v in dataclasses.asdict(c).items()}
                            | {"saving": finite(c.saving), "control_saving": finite(c.control_saving)}
                            for c in comparisons]}
@@ -186,37 +187,81 @@ def _check_symmetric_sizes(ranker_evaluations: int, guided_evaluations: int, see
                           f"--guided-evaluations {guided_evaluations} --guided-seeds {seeds}")
 
 
+def check_ranker(model, evaluations: int, workers: int = 1) -> dict:
+    """The ranker on audited unguided runs of `evaluations` on the held-out `COMPARED` topologies (seeds
+    COMPARE_SEED..): members, within-member AUC (nan: no member's candidates differ) and pick rates."""
+    from szrank.plumbing.device import run_in_workers
+    from szrank.ranker.proposals import load_ranker
+    from szrank.search.guided import COMPARE_SEED, COMPARED, audit_run, pick_rates, within_auc
+    found = run_in_workers(audit_run, [(t, evaluations, COMPARE_SEED + k) for k, t in enumerate(COMPARED)], workers)
+    features, gains = (np.concatenate([f[i] for f in found], axis=1) for i in (0, 1))
+    scores = load_ranker(model).score(features) if gains.size else np.zeros(gains.shape)
+    auc = within_auc(scores, gains)
+    return {"topologies": list(COMPARED), "members": int(gains.shape[1]), "candidates": int(gains.shape[0]),
+            "within_auc": auc if math.isfinite(auc) else None,
+            "pick_rates": pick_rates(scores, gains) if gains.size else None}
+
+
+def format_check(check: dict) -> str:
+    "`check_ranker`'s result in words."
+    rates, k = check["pick_rates"], check["candidates"]
+    auc = "undefined" if check["within_auc"] is None else f"{check['within_auc']:.3f}"
+    where = (f"{check['members']:,} members' {k} candidates of held-out topologies "
+             f"{', '.join(map(str, check['topologies']))}")
+    if rates is None:
+        return f"the ranker on {where}: no member to check"
+    return (f"the ranker on {where}: within-member AUC {auc} (0.5 is chance); its pick improves on the member "
+            f"{rates['ranked']:.2%} of the time, the first candidate {rates['first']:.2%}, the best of {k} "
+            f"{rates['any']:.2%}")
+
+
+def _records_stage(folder: Path, ranker_evaluations: int, clock: StageClock) -> np.ndarray:
+    "Audited unguided runs on the training topologies, written as `folder/proposals.sztpa`; their (N, K) records."
+    from szrank.plumbing.progress import progress_bar
+    from szrank.ranker.proposals import write_audit
+    from szrank.search.guided import TRAINING, audit_corpus
+    print(f"szrank demo [symmetric]: proposal records from audited unguided symmetric runs of "
+          f"{ranker_evaluations:,} evaluations on the {len(TRAINING)} training topologies (seeds {RANKER_SEED}..)",
+          flush=True)
+    with clock.stage("symmetric: proposal records"):
+        with progress_bar(total=len(TRAINING), desc="szrank demo [symmetric] records", unit="run") as bar:
+            rows = audit_corpus(ranker_evaluations, RANKER_SEED, workers=SYMMETRIC_WORKERS,
+                                progress=lambda: bar.update(1))
+        write_audit(folder / "proposals.sztpa", rows)
+    improved = rows["gain"] > 0
+    print(f"szrank demo [symmetric]: {rows.size:,} records ({len(rows):,} members' {rows.shape[1]} candidates), "
+          f"{improved.mean():.2%} improving; a member's first candidate improves {improved[:, 0].mean():.2%} of "
+          f"the time, one of its {rows.shape[1]} {improved.any(1).mean():.2%}; {folder / 'proposals.sztpa'}",
+          flush=True)
+    return rows
+
+
 def run_symmetric_stage(out: Path, ranker_evaluations: int = RANKER_EVALUATIONS,
                         guided_evaluations: int = GUIDED_EVALUATIONS, seeds: int = GUIDED_SEEDS,
                         clock: StageClock | None = None) -> int:
-    """Logged unguided symmetric runs on the training topologies -> SZTPP001 records -> proposal ranker ->
-    guided against unguided on held-out topologies.  Writes `out/symmetric/` (proposals.sztp, ranker.sztpr,
-    comparison.json); returns 0.  `clock` times its three parts."""
+    """Audited unguided symmetric runs on the training topologies -> SZTPA001 records -> listwise proposal
+    ranker -> its check and guided against unguided on held-out topologies.  Writes `out/symmetric/`
+    (proposals.sztpa, ranker.sztpr, comparison.json); returns 0.  `clock` times its four parts."""
     from szrank.plumbing.files import atomic_write_json
     from szrank.plumbing.progress import progress_bar
-    from szrank.ranker.proposals import train_ranker, write_records
-    from szrank.search.guided import COMPARED, TRAINING, compare_guided, format_comparisons, proposal_corpus
+    from szrank.ranker.proposals import train_listwise
+    from szrank.search.guided import COMPARED, compare_guided, format_comparisons
     _check_symmetric_sizes(ranker_evaluations, guided_evaluations, seeds)
     clock, folder = clock or StageClock(), Path(out) / "symmetric"
-    print(f"szrank demo [symmetric]: proposal records from unguided symmetric runs of {ranker_evaluations:,} "
-          f"evaluations on the {len(TRAINING)} training topologies (seeds {RANKER_SEED}..)", flush=True)
-    with clock.stage("symmetric: proposal records"):
-        with progress_bar(total=len(TRAINING), desc="szrank demo [symmetric] records", unit="run") as bar:
-            records = proposal_corpus(ranker_evaluations, RANKER_SEED, workers=SYMMETRIC_WORKERS,
-                                      progress=lambda: bar.update(1))
-        write_records(folder / "proposals.sztp", records)
-    print(f"szrank demo [symmetric]: {len(records):,} records, {(records['gain'] > 0).mean():.2%} improving, "
-          f"{folder / 'proposals.sztp'}", flush=True)
+    rows = _records_stage(folder, ranker_evaluations, clock)
     with clock.stage("symmetric: train the ranker"):
-        model = train_ranker(records, seed=RANKER_SEED).save(folder / "ranker.sztpr")
-    print(f"szrank demo [symmetric]: ranker {model}; guided vs unguided on held-out topologies "
-          f"{', '.join(map(str, COMPARED))}, {seeds} seeds each, {guided_evaluations:,} evaluations a run", flush=True)
+        model = train_listwise(rows["features"].swapaxes(0, 1), rows["gain"].T, seed=RANKER_SEED)
+        model = model.save(folder / "ranker.sztpr")
+    with clock.stage("symmetric: check the ranker"):
+        check = check_ranker(model, ranker_evaluations, SYMMETRIC_WORKERS)
+    print(f"szrank demo [symmetric]: ranker {model}\nszrank demo [symmetric]: {format_check(check)}\n"
+          f"szrank demo [symmetric]: guided vs unguided on held-out topologies {', '.join(map(str, COMPARED))}, "
+          f"{seeds} seeds each, {guided_evaluations:,} evaluations a run", flush=True)
     with clock.stage("symmetric: guided vs unguided"):
         with progress_bar(total=4 * seeds * len(COMPARED), desc="szrank demo [symmetric] compared", unit="run") as bar:
             comparisons, auc = compare_guided(model, guided_evaluations, seeds, workers=SYMMETRIC_WORKERS,
                                               progress=lambda: bar.update(1))
-    atomic_write_json(folder / "comparison.json", _comparison_json(comparisons, auc, guided_evaluations))
-    print(f"szrank demo [symmetric]: the ranker's AUC on held-out proposals {auc:.3f} (0.5 is chance)")
+    atomic_write_json(folder / "comparison.json", _comparison_json(comparisons, check, auc, guided_evaluations))
     print(f"szrank demo [symmetric]: guided vs unguided\n{format_comparisons(comparisons, guided_evaluations)}")
     print(f"szrank demo [symmetric]: search with it: szrank search --strategy symmetric --topology {COMPARED[0]} "
           f"--model {model}", flush=True)

@@ -195,20 +195,29 @@ def test_demo_refuses_bad_stage_options(tmp_path):
 
 
 def test_symmetric_stage_trains_on_training_topologies_and_compares_on_held_out_ones(demo):
-    from szrank.ranker.proposals import load_ranker, read_records
+    from szrank.ranker.proposals import load_ranker, read_audit
     from szrank.search.guided import COMPARED, HELD_OUT, TRAINING
+    from szrank.search.population import CANDIDATES
     out, result = demo
     folder = out / "symmetric"
-    records = read_records(folder / "proposals.sztp")
-    assert set(np.unique(records["topology"])) == set(TRAINING) and not set(records["topology"]) & set(HELD_OUT)
-    assert f"szrank demo [symmetric]: {len(records):,} records" in result.stdout
+    rows = read_audit(folder / "proposals.sztpa")
+    assert rows.shape[1] == CANDIDATES and (rows["accepted"][:, 0] == 1).all()
+    assert set(np.unique(rows["topology"])) == set(TRAINING) and not set(rows["topology"].ravel()) & set(HELD_OUT)
+    assert f"szrank demo [symmetric]: {rows.size:,} records ({len(rows):,} members' {CANDIDATES} candidates)" \
+        in result.stdout
     load_ranker(folder / "ranker.sztpr")
     saved = json.loads((folder / "comparison.json").read_text())
     assert [t["topology"] for t in saved["topologies"]] == list(COMPARED) and saved["evaluations_per_run"] == 640
-    assert all(t["seeds"] == 2 for t in saved["topologies"]) and 0 <= saved["held_out_auc"] <= 1
-    table = result.stdout.split("szrank demo [symmetric]: guided vs unguided", 1)[1]
+    assert all(t["seeds"] == 2 for t in saved["topologies"]) and 0 <= saved["held_out_pooled_auc"] <= 1
+    check = saved["held_out_check"]
+    assert check["topologies"] == list(COMPARED) and check["members"] > 0 and 0 <= check["within_auc"] <= 1
+    rates = check["pick_rates"]
+    assert rates["first"] <= rates["any"] and rates["ranked"] <= rates["any"]
+    assert f"within-member AUC {check['within_auc']:.3f} (0.5 is chance)" in result.stdout
+    table = result.stdout.split("szrank demo [symmetric]: guided vs unguided\n", 1)[1]
     assert all(f"\n  {t:>8} " in table for t in COMPARED) and "median over " in table
-    for stage in ("symmetric: proposal records", "symmetric: train the ranker", "symmetric: guided vs unguided"):
+    for stage in ("symmetric: proposal records", "symmetric: train the ranker", "symmetric: check the ranker",
+                  "symmetric: guided vs unguided"):
         assert f"  {stage} " in result.stdout
     # The ranker it printed guides the command line's symmetric search.
     guided = run([tool("szrank"), "search", "--strategy", "symmetric", "--topology", str(COMPARED[0]),

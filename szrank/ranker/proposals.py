@@ -15,9 +15,10 @@ from szrank.plumbing.files import atomic_writer
 from szrank.geometry.defects import FACE_COUNT, evaluate
 
 # %% auto 0
-__all__ = ['PROPOSAL_FEATURES', 'RECORD_MAGIC', 'RECORD_VERSION', 'RECORD_HEADER', 'RECORD_DTYPE', 'MODEL_FORMAT', 'HIDDEN',
-           'face_defects', 'proposal_features', 'write_records', 'read_records', 'ProposalRanker', 'load_ranker',
-           'train_ranker', 'train_listwise']
+__all__ = ['PROPOSAL_FEATURES', 'RECORD_MAGIC', 'RECORD_VERSION', 'RECORD_HEADER', 'AUDIT_MAGIC', 'AUDIT_HEADER', 'RECORD_DTYPE',
+           'MODEL_FORMAT', 'HIDDEN', 'face_defects', 'proposal_features', 'write_records', 'read_records',
+           'audit_records', 'write_audit', 'read_audit', 'ProposalRanker', 'load_ranker', 'train_ranker',
+           'train_listwise']
 
 # %% ../../nbs/szrank/ranker/36_proposals.ipynb 3
 #: The features of one candidate, in record order (see `proposal_features`).
@@ -26,6 +27,8 @@ PROPOSAL_FEATURES = ("step", "step_on_defects", "step_on_clean", "step_max", "mo
 RECORD_MAGIC = b"SZTPP001"               #: population proposals, v1: a record kind of its own, not SZTXP001's
 RECORD_VERSION = 1                       #: bump when the record layout changes
 RECORD_HEADER = struct.Struct("<8sII")   #: magic, version, record size: 16 bytes, as SZTXP001's header
+AUDIT_MAGIC = b"SZTPA001"                #: audited proposals: every candidate of every member, member after member
+AUDIT_HEADER = struct.Struct("<8sIII")   #: magic, version, record size, candidates a member: 20 bytes
 RECORD_DTYPE = np.dtype([("topology", "<i4"), ("features", "<f4", (len(PROPOSAL_FEATURES),)),
                          ("gain", "<f4"), ("accepted", "u1")])   # gain: member's C+I minus the proposal's
 MODEL_FORMAT = "SZTPR001"                #: proposal-ranker weights in an .npz, v1
@@ -84,6 +87,39 @@ def read_records(path) -> np.ndarray:
     return np.frombuffer(raw, dtype=RECORD_DTYPE, offset=RECORD_HEADER.size).copy()
 
 # %% ../../nbs/szrank/ranker/36_proposals.ipynb 15
+def audit_records(topology, features: np.ndarray, gains: np.ndarray, taken=None) -> np.ndarray:
+    """(N, K) records (`RECORD_DTYPE`) of N members' K candidates: `features` (K, N, F), `gains` (K, N), the
+    members' `topology` (an int or (N,)), `taken` (N,) the counted candidate of each (default: the first)."""
+    K, N = np.shape(gains)
+    rows = np.zeros((N, K), RECORD_DTYPE)
+    rows["topology"] = np.broadcast_to(np.asarray(topology).reshape(-1, 1), (N, 1))
+    rows["features"], rows["gain"] = np.swapaxes(features, 0, 1), np.transpose(gains)
+    rows["accepted"][np.arange(N), np.zeros(N, int) if taken is None else np.asarray(taken)] = 1
+    return rows
+
+
+def write_audit(path, rows: np.ndarray) -> Path:
+    "Write (N, K) audited records (`audit_records`) as an SZTPA001 file at `path`, atomically; returns the path."
+    path = Path(path)
+    with atomic_writer(path) as out:
+        out.write(AUDIT_HEADER.pack(AUDIT_MAGIC, RECORD_VERSION, RECORD_DTYPE.itemsize, rows.shape[1]))
+        out.write(np.ascontiguousarray(rows, dtype=RECORD_DTYPE).tobytes())
+    return path
+
+
+def read_audit(path) -> np.ndarray:
+    "The (N, K) records of an SZTPA001 file; one clear error for anything else."
+    raw = Path(path).read_bytes()
+    if len(raw) < AUDIT_HEADER.size:
+        raise OptionError(f"{path}: not an SZTPA001 audited-proposal file (shorter than its header)")
+    magic, version, size, k = AUDIT_HEADER.unpack_from(raw)
+    if (magic, version, size) != (AUDIT_MAGIC, RECORD_VERSION, RECORD_DTYPE.itemsize) or k < 1 or \
+            (len(raw) - AUDIT_HEADER.size) % (size * k):
+        raise OptionError(f"{path}: not an SZTPA001 v{RECORD_VERSION} audited-proposal file "
+                          f"(header {magic!r}, {version}, {size}, {k})")
+    return np.frombuffer(raw, dtype=RECORD_DTYPE, offset=AUDIT_HEADER.size).reshape(-1, k).copy()
+
+# %% ../../nbs/szrank/ranker/36_proposals.ipynb 18
 def _inputs(features: np.ndarray) -> np.ndarray:
     "Network inputs of raw features (..., F)."
     return np.concatenate([features, np.log1p(np.maximum(features[..., :4], 0)), features[..., 4:5] ** 2], -1)
@@ -108,7 +144,7 @@ class ProposalRanker:
                      spread=self.spread, w1=self.w1, b1=self.b1, w2=self.w2, b2=self.b2)
         return path
 
-# %% ../../nbs/szrank/ranker/36_proposals.ipynb 17
+# %% ../../nbs/szrank/ranker/36_proposals.ipynb 20
 def load_ranker(path) -> ProposalRanker:
     "A ranker saved by `ProposalRanker.save`; one clear error for anything else."
     try:
@@ -119,7 +155,7 @@ def load_ranker(path) -> ProposalRanker:
     except (OSError, ValueError, KeyError) as exc:
         raise OptionError(f"{path}: not an {MODEL_FORMAT} proposal-ranker file ({type(exc).__name__})") from None
 
-# %% ../../nbs/szrank/ranker/36_proposals.ipynb 20
+# %% ../../nbs/szrank/ranker/36_proposals.ipynb 23
 def train_ranker(records: np.ndarray, hidden: int = HIDDEN, epochs: int = 3, seed: int = 0,
                  batch: int = 8192) -> ProposalRanker:
     "A ranker fitted to `records` (RECORD_DTYPE): label gain > 0; deterministic given `seed`."
@@ -151,7 +187,7 @@ def _as_ranker(net, mean, spread) -> ProposalRanker:
     w = [p.detach().double().numpy() for p in net.parameters()]
     return ProposalRanker(mean, spread, w[0].T, w[1], w[2].T[:, 0], w[3][0])
 
-# %% ../../nbs/szrank/ranker/36_proposals.ipynb 23
+# %% ../../nbs/szrank/ranker/36_proposals.ipynb 26
 def train_listwise(features: np.ndarray, gains: np.ndarray, hidden: int = HIDDEN, epochs: int = 30, seed: int = 0,
                    batch: int = 2048) -> ProposalRanker:
     """A ranker fitted to the choice among each member's candidates: `features` (K, N, F) and `gains` (K, N) of

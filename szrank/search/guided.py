@@ -15,13 +15,14 @@ from szrank.geometry.symmetry import symmetry_of
 from szrank.geometry.topology import TOPOLOGY_COUNT
 from szrank.plumbing.device import run_in_workers
 from szrank.plumbing.errors import OptionError
-from szrank.ranker.proposals import PROPOSAL_FEATURES, RECORD_DTYPE, load_ranker
+from szrank.ranker.proposals import PROPOSAL_FEATURES, RECORD_DTYPE, audit_records, load_ranker
 from szrank.search.population import CANDIDATES, population_search
 
 # %% auto 0
-__all__ = ['HELD_OUT', 'TRAINING', 'COMPARED', 'COMPARE_SEED', 'REFERENCE_SEED', 'RANDOM_PICK', 'log_run', 'proposal_corpus',
-           'ranking_auc', 'audit_run', 'within_auc', 'pick_rates', 'RandomPick', 'compared_run', 'reach',
-           'lower_median', 'Comparison', 'compare_evaluations', 'compare_guided', 'format_comparisons']
+__all__ = ['HELD_OUT', 'TRAINING', 'COMPARED', 'COMPARE_SEED', 'REFERENCE_SEED', 'RANDOM_PICK', 'log_run', 'training_jobs',
+           'proposal_corpus', 'ranking_auc', 'audit_run', 'within_auc', 'pick_rates', 'audit_corpus', 'RandomPick',
+           'compared_run', 'reach', 'lower_median', 'Comparison', 'compare_evaluations', 'compare_guided',
+           'format_comparisons']
 
 # %% ../../nbs/szrank/search/47_guided.ipynb 4
 HELD_OUT = tuple(t for t in range(TOPOLOGY_COUNT) if t % 3 == 2)   #: 19 topologies never trained on
@@ -50,12 +51,17 @@ def _counted(progress):
     return None if progress is None else (lambda i, result: progress())
 
 
-def proposal_corpus(evaluations: int, seed: int, topologies=TRAINING, workers: int = 1, progress=None) -> np.ndarray:
-    "Records of one unguided run per topology (seed `seed + position`), concatenated in topology order."
+def training_jobs(topologies, evaluations: int, seed: int) -> list:
+    "`(topology, evaluations, seed + position)` of each training topology; `OptionError` for a held-out one."
     held = sorted(set(topologies) & set(HELD_OUT))
     if held:
         raise OptionError(f"topologies {held} are held out of training; train on {TRAINING}")
-    jobs = [(t, evaluations, seed + k) for k, t in enumerate(topologies)]
+    return [(t, evaluations, seed + k) for k, t in enumerate(topologies)]
+
+
+def proposal_corpus(evaluations: int, seed: int, topologies=TRAINING, workers: int = 1, progress=None) -> np.ndarray:
+    "Records of one unguided run per topology (seed `seed + position`), concatenated in topology order."
+    jobs = training_jobs(topologies, evaluations, seed)
     return np.concatenate([records for records, _ in run_in_workers(log_run, jobs, workers, _counted(progress))])
 
 # %% ../../nbs/szrank/search/47_guided.ipynb 12
@@ -109,7 +115,19 @@ def pick_rates(scores: np.ndarray, gains: np.ndarray) -> dict:
     return {"first": float(improved[0].mean()), "ranked": float(improved[ranked, np.arange(improved.shape[1])].mean()),
             "any": float(improved.any(axis=0).mean())}
 
-# %% ../../nbs/szrank/search/47_guided.ipynb 19
+# %% ../../nbs/szrank/search/47_guided.ipynb 18
+def _audited_rows(topology: int, evaluations: int, seed: int) -> np.ndarray:
+    "The (N, K) records of one audited unguided run."
+    features, gains = audit_run(topology, evaluations, seed)
+    return audit_records(topology, features, gains)
+
+
+def audit_corpus(evaluations: int, seed: int, topologies=TRAINING, workers: int = 1, progress=None) -> np.ndarray:
+    "(N, K) records of one audited unguided run per topology (seed `seed + position`), in topology order."
+    jobs = training_jobs(topologies, evaluations, seed)
+    return np.concatenate(run_in_workers(_audited_rows, jobs, workers, _counted(progress)))
+
+# %% ../../nbs/szrank/search/47_guided.ipynb 22
 class RandomPick:
     "The control ranker: scores drawn at random, so a guided step counts one of its candidates at random."
 
@@ -148,7 +166,7 @@ def lower_median(values) -> float:
     values = sorted(values)
     return float(values[(len(values) - 1) // 2])
 
-# %% ../../nbs/szrank/search/47_guided.ipynb 22
+# %% ../../nbs/szrank/search/47_guided.ipynb 25
 @dataclass(frozen=True)
 class Comparison:
     "Guided against unguided on one topology: evaluations to the target (lower median over seeds) and more."
@@ -193,7 +211,7 @@ def compare_evaluations(uniform: float, guided: float) -> str:
     change = guided / uniform - 1
     return f"guided needed {abs(change):.0%} {'more' if change > 0 else 'fewer'} evaluations than uniform"
 
-# %% ../../nbs/szrank/search/47_guided.ipynb 24
+# %% ../../nbs/szrank/search/47_guided.ipynb 27
 def _comparison(topology: int, runs: dict) -> Comparison:
     "A topology's `Comparison` from its runs' histories, {'reference': [...], 'unguided': [...], 'guided': [...]}."
     target = float(np.median([h[-1][1] for h in runs["reference"]]))
@@ -238,7 +256,7 @@ def compare_guided(model, evaluations: int, seeds: int, topologies=COMPARED, wor
     pairs = np.concatenate(scored, axis=1)
     return comparisons, ranking_auc(pairs[0], pairs[1] > 0)
 
-# %% ../../nbs/szrank/search/47_guided.ipynb 27
+# %% ../../nbs/szrank/search/47_guided.ipynb 30
 def _percent(saving: float) -> str:
     "A saving as the table shows it: a percentage, 'never' (the mode never reached the target) or '-' (undefined)."
     if math.isnan(saving):
