@@ -7,7 +7,8 @@ best is easy to improve), a choice the step never makes.  This measures the choi
 1. Audited runs (`szrank.search.guided.audit_run`: every candidate of every member counted off the budget) on
    the held-out --eval-topologies, --seeds seeds each, --evaluations each (unguided: the first candidate taken).
 2. Scorers: the first candidate (chance), the smallest step, the pointwise ranker (--model, or trained as the
-   demo trains it: one logged run of 25,600 evaluations on each of the 40 training topologies, `train_ranker`),
+   demo trained it before it moved to the listwise one: one logged run of 25,600 evaluations on each of the 40
+   training topologies, `train_ranker`),
    and a listwise ranker (`train_listwise`) trained on audited runs of the 40 training topologies
    (--train-evaluations each).  Both rankers are kept in --workdir and reused.
 3. Per scorer: the pooled AUC, the within-member AUC (`within_auc`) and how often the taken candidate improves on
