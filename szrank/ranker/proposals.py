@@ -66,25 +66,38 @@ def proposal_features(x: np.ndarray, cost: np.ndarray, best: float, defects: np.
                      np.broadcast_to(np.log1p(cost[source]), (K, C)), clean.mean(-1)[None] * total], axis=-1)
 
 # %% ../../nbs/szrank/ranker/36_proposals.ipynb 12
-def write_records(path, records: np.ndarray) -> Path:
-    "Write `records` (RECORD_DTYPE) as an SZTPP001 file at `path`, atomically (all or nothing); returns the path."
+def _write_rows(path, header: bytes, rows: np.ndarray) -> Path:
+    "`header` and then `rows` (RECORD_DTYPE) into `path`, atomically (all or nothing); returns the path."
     path = Path(path)
     with atomic_writer(path) as out:
-        out.write(RECORD_HEADER.pack(RECORD_MAGIC, RECORD_VERSION, RECORD_DTYPE.itemsize))
-        out.write(np.ascontiguousarray(records, dtype=RECORD_DTYPE).tobytes())
+        out.write(header)
+        out.write(np.ascontiguousarray(rows, dtype=RECORD_DTYPE).tobytes())
     return path
+
+
+def _read_rows(path, header: struct.Struct, magic: bytes, kind: str) -> np.ndarray:
+    """The records of a file of `header` (magic, version, record size[, records a group]) as (groups, size of
+    a group); one clear error naming the file when its header or length is not that of a `magic` file."""
+    raw = Path(path).read_bytes()
+    name = magic.decode()
+    if len(raw) < header.size:
+        raise OptionError(f"{path}: not an {name} {kind} file (shorter than its header)")
+    fields = header.unpack_from(raw)
+    group = fields[3] if len(fields) > 3 else 1
+    if fields[:3] != (magic, RECORD_VERSION, RECORD_DTYPE.itemsize) or group < 1 or \
+            (len(raw) - header.size) % (RECORD_DTYPE.itemsize * group):
+        raise OptionError(f"{path}: not an {name} v{RECORD_VERSION} {kind} file (header {', '.join(map(repr, fields))})")
+    return np.frombuffer(raw, dtype=RECORD_DTYPE, offset=header.size).reshape(-1, group).copy()
+
+
+def write_records(path, records: np.ndarray) -> Path:
+    "Write `records` (RECORD_DTYPE) as an SZTPP001 file at `path`, atomically (all or nothing); returns the path."
+    return _write_rows(path, RECORD_HEADER.pack(RECORD_MAGIC, RECORD_VERSION, RECORD_DTYPE.itemsize), records)
 
 
 def read_records(path) -> np.ndarray:
     "The records of an SZTPP001 file."
-    raw = Path(path).read_bytes()
-    if len(raw) < RECORD_HEADER.size:
-        raise OptionError(f"{path}: not an SZTPP001 proposal file (shorter than its header)")
-    magic, version, size = RECORD_HEADER.unpack_from(raw)
-    if (magic, version, size) != (RECORD_MAGIC, RECORD_VERSION, RECORD_DTYPE.itemsize) or \
-            (len(raw) - RECORD_HEADER.size) % size:
-        raise OptionError(f"{path}: not an SZTPP001 v{RECORD_VERSION} proposal file (header {magic!r}, {version}, {size})")
-    return np.frombuffer(raw, dtype=RECORD_DTYPE, offset=RECORD_HEADER.size).copy()
+    return _read_rows(path, RECORD_HEADER, RECORD_MAGIC, "proposal")[:, 0]
 
 # %% ../../nbs/szrank/ranker/36_proposals.ipynb 15
 def audit_records(topology, features: np.ndarray, gains: np.ndarray, taken=None) -> np.ndarray:
@@ -100,24 +113,13 @@ def audit_records(topology, features: np.ndarray, gains: np.ndarray, taken=None)
 
 def write_audit(path, rows: np.ndarray) -> Path:
     "Write (N, K) audited records (`audit_records`) as an SZTPA001 file at `path`, atomically; returns the path."
-    path = Path(path)
-    with atomic_writer(path) as out:
-        out.write(AUDIT_HEADER.pack(AUDIT_MAGIC, RECORD_VERSION, RECORD_DTYPE.itemsize, rows.shape[1]))
-        out.write(np.ascontiguousarray(rows, dtype=RECORD_DTYPE).tobytes())
-    return path
+    header = AUDIT_HEADER.pack(AUDIT_MAGIC, RECORD_VERSION, RECORD_DTYPE.itemsize, rows.shape[1])
+    return _write_rows(path, header, rows)
 
 
 def read_audit(path) -> np.ndarray:
     "The (N, K) records of an SZTPA001 file; one clear error for anything else."
-    raw = Path(path).read_bytes()
-    if len(raw) < AUDIT_HEADER.size:
-        raise OptionError(f"{path}: not an SZTPA001 audited-proposal file (shorter than its header)")
-    magic, version, size, k = AUDIT_HEADER.unpack_from(raw)
-    if (magic, version, size) != (AUDIT_MAGIC, RECORD_VERSION, RECORD_DTYPE.itemsize) or k < 1 or \
-            (len(raw) - AUDIT_HEADER.size) % (size * k):
-        raise OptionError(f"{path}: not an SZTPA001 v{RECORD_VERSION} audited-proposal file "
-                          f"(header {magic!r}, {version}, {size}, {k})")
-    return np.frombuffer(raw, dtype=RECORD_DTYPE, offset=AUDIT_HEADER.size).reshape(-1, k).copy()
+    return _read_rows(path, AUDIT_HEADER, AUDIT_MAGIC, "audited-proposal")
 
 # %% ../../nbs/szrank/ranker/36_proposals.ipynb 18
 def _inputs(features: np.ndarray) -> np.ndarray:
