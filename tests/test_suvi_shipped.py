@@ -21,3 +21,13 @@ def test_its_record_and_bench_belong_to_it():
     assert training["net"] == shipped.check_shipped()["net"]
     assert training["corpus"]["resolution"] == 64 and training["command"].startswith("suvi-fill pretrain")
     assert bench["gaps"] and "learned" in bench["fillers"] and bench["checkpoint_sha256"]
+
+
+def test_it_was_trained_as_suvi_fill_pretrain_trains_now():
+    "A changed pretrain setting (the partial-loss share, the steps) means the shipped filler must be made again."
+    from suvi_fill import pretrain
+    settings = shipped.shipped_record()["training"]["settings"]
+    assert settings.get("partial_share") == pretrain.PRETRAIN_PARTIAL_SHARE
+    assert settings["max_steps"] == pretrain.PRETRAIN_STEPS
+    assert {k: settings[k] for k in pretrain.PRETRAIN_TRAIN if k != "device"} == \
+        {k: v for k, v in pretrain.PRETRAIN_TRAIN.items() if k != "device"}
