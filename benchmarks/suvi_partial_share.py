@@ -12,8 +12,15 @@ demo bench's pinned test sets (bracketed, --samples a gap, whole frames and part
 blend, crossband and the start.  Prints both tables with standard errors, the margins over crossband, and
 writes a plot (PSNR against gap, whole and partial) to --work/partial_share.png.  No assertions: a benchmark.
 
+--pretrained LABEL=PATH,... benches whole runs trained elsewhere beside them (`suvi-fill pretrain --partial-share
+P --to DIR` trains one from scratch at a share; DIR/filler.pt is its checkpoint); `--shares ''` trains nothing.
+--classical names the classical rows (default blend and crossband); the margins are printed over crossband and
+over the best classical row of each gap.
+
     suvi-fill demo --out /tmp/demo1          # the corpus
     python benchmarks/suvi_partial_share.py --shards /tmp/demo1/shards --work /tmp/ps --shares own,0.5,0.8 --steps 400
+    python benchmarks/suvi_partial_share.py --shards /tmp/demo1/shards --work /tmp/pre --shares '' \
+        --classical linear,optical_flow,blend,crossband --pretrained 0.5=/tmp/ship05/filler.pt,0.8=/tmp/ship08/filler.pt
 """
 from __future__ import annotations
 
@@ -72,7 +79,11 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=400, help="training steps from the start per share")
     parser.add_argument("--start", type=Path, default=None, help="checkpoint to start from (default: the shipped filler)")
     parser.add_argument("--samples", type=int, default=demo.DEMO_SAMPLES, help="bench samples a gap, each kind")
+    parser.add_argument("--pretrained", default="", help="LABEL=CHECKPOINT,...: whole runs benched beside the rest")
+    parser.add_argument("--classical", default="blend,crossband", help="classical rows, comma-separated")
     args = parser.parse_args()
+    if "crossband" not in args.classical.split(","):
+        parser.error("--classical must include crossband: the margins and the plot are drawn against it")
     args.work.mkdir(parents=True, exist_ok=True)
     start = args.start or shipped.shipped_checkpoint()
     begun = checkpoint.read(start).step
@@ -80,15 +91,17 @@ def main() -> int:
     trace = availability.Availability.load(args.shards / availability.AVAILABILITY)
     print(f"start {start} (step {begun}); the availability model's partial share "
           f"{trace.partial_share:.3f}", flush=True)
-    shares = [None if s == "own" else float(s) for s in args.shares.split(",")]
+    shares = [None if s == "own" else float(s) for s in args.shares.split(",") if s]
     runs = {}
     for share in shares:
         runs["own" if share is None else f"{share:g}"] = tuned(args.shards, corpus, start, begun, share, args.steps, args.work)
-    fillers = {"blend": bench.bench_filler("blend", shards=args.shards),
-               "crossband": bench.bench_filler("crossband", shards=args.shards),
-               "start": bench.bench_filler("learned", checkpoint=start)}
+    classical = args.classical.split(",")
+    fillers = {name: bench.bench_filler(name, shards=args.shards) for name in classical}
+    fillers["start"] = bench.bench_filler("learned", checkpoint=start)
     for label, (last, _) in runs.items():
         fillers[f"share {label}"] = bench.bench_filler("learned", checkpoint=last)
+    for label, path in (item.split("=", 1) for item in args.pretrained.split(",") if item):
+        fillers[f"pretrained {label}"] = bench.bench_filler("learned", checkpoint=Path(path))
     result = bench.run_bench(args.shards, corpus, trace, fillers, demo.DEMO_GAPS, args.samples, progress=False,
                              partial_count=args.samples)
     (args.work / "bench.json").write_text(json.dumps(result, indent=1, sort_keys=True))
@@ -101,9 +114,11 @@ def main() -> int:
             t, s = table(result, kind, name)
             print(f"| {name} | " + " | ".join(f"{t[g]:.2f} +- {s[g]:.2f}" for g in gaps) + " |")
         cross = table(result, kind, "crossband")[0]
-        for name in [n for n in fillers if n.startswith("share") or n == "start"]:
-            t = table(result, kind, name)[0]
-            print(f"| {name} - crossband | " + " | ".join(f"{t[g] - cross[g]:+.2f}" for g in gaps) + " |")
+        best = {g: max(table(result, kind, n)[0][g] for n in classical) for g in gaps}
+        for against, row in (("crossband", cross), ("best classical", best)):
+            for name in [n for n in fillers if n not in classical]:
+                t = table(result, kind, name)[0]
+                print(f"| {name} - {against} | " + " | ".join(f"{t[g] - row[g]:+.2f}" for g in gaps) + " |")
     print("\nvalidation (the model's own mix), dB by step:")
     for label, (_, curve) in runs.items():
         print(f"  share {label}: " + ", ".join(f"{s}: {p:.2f}" for s, p in curve))

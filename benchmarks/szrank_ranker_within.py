@@ -12,7 +12,8 @@ best is easy to improve), a choice the step never makes.  This measures the choi
    and a listwise ranker (`train_listwise`) trained on audited runs of the 40 training topologies
    (--train-evaluations each).  Both rankers are kept in --workdir and reused.
 3. Per scorer: the pooled AUC, the within-member AUC (`within_auc`) and how often the taken candidate improves on
-   its member (`pick_rates`; `any` is the best-of-CANDIDATES oracle's rate).
+   its member (`pick_rates`; `any` is the best-of-CANDIDATES oracle's rate); then the same for the members near
+   the population's best (where new bests come from) and the far ones apart.
 4. With --compare N: guided against unguided (and the random-pick control) with the listwise ranker, N seeds a
    topology at --compare-evaluations, the measure of `szrank_guided_symmetric.py`.
 
@@ -29,9 +30,12 @@ from pathlib import Path
 import numpy as np
 
 from szrank.plumbing.device import run_in_workers
-from szrank.ranker.proposals import load_ranker, train_listwise, train_ranker, write_records
+from szrank.ranker.proposals import PROPOSAL_FEATURES, load_ranker, train_listwise, train_ranker, write_records
 from szrank.search.guided import (COMPARE_SEED, COMPARED, TRAINING, audit_run, compare_guided, format_comparisons,
                                   pick_rates, proposal_corpus, ranking_auc, within_auc)
+
+
+NEAR = np.log(1.1)   #: a member's source cost within 10 % of the population's best (feature `relative_cost`)
 
 
 def audited(topologies, evaluations: int, seeds, workers: int) -> tuple[np.ndarray, np.ndarray]:
@@ -87,6 +91,15 @@ def main() -> int:
         print(f"{name:<26} {ranking_auc(scores.ravel(), gains.ravel() > 0):>10.3f} {within_auc(scores, gains):>10.3f} "
               f"{rates['ranked']:>9.2%} {lift:>13.0%}")
     print(f"{'best of the candidates':<26} {'':>10} {'':>10} {(gains > 0).any(axis=0).mean():>9.2%} {'(oracle)':>13}")
+    # New bests come from members near the population's best; far members are easy to improve and count little.
+    relative = features[0, :, PROPOSAL_FEATURES.index("relative_cost")]
+    for label, near in (("near the best (within 10 %)", relative < NEAR), ("far from it", relative >= NEAR)):
+        print(f"\nmembers {label}: {near.sum():,}, the first candidate improves {(gains[0, near] > 0).mean():.2%}, "
+              f"the best of the candidates {(gains[:, near] > 0).any(axis=0).mean():.2%}")
+        for name, scores in scorers.items():
+            rates = pick_rates(scores[:, near], gains[:, near])
+            print(f"  {name:<24} within AUC {within_auc(scores[:, near], gains[:, near]):.3f}, "
+                  f"its pick improves {rates['ranked']:.2%}")
     if args.compare:
         started = time.process_time()
         comparisons, auc = compare_guided(files["listwise"], args.compare_evaluations, args.compare, topologies,
