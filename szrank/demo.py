@@ -189,7 +189,7 @@ def _check_symmetric_sizes(ranker_evaluations: int, guided_evaluations: int, see
 
 def check_ranker(model, evaluations: int, workers: int = 1) -> dict:
     """The ranker on audited unguided runs of `evaluations` on the held-out `COMPARED` topologies (seeds
-    COMPARE_SEED..): members, within-member AUC (nan: no member's candidates differ) and pick rates."""
+    COMPARE_SEED..): members, within-member AUC (None: no member's candidates differ) and pick rates."""
     from szrank.plumbing.device import run_in_workers
     from szrank.ranker.proposals import load_ranker
     from szrank.search.guided import COMPARE_SEED, COMPARED, audit_run, pick_rates, within_auc
@@ -214,7 +214,7 @@ def format_check(check: dict) -> str:
             f"{rates['ranked']:.2%} of the time, the first candidate {rates['first']:.2%}, the best of {k} "
             f"{rates['any']:.2%}")
 
-
+# %% ../nbs/szrank/91_demo.ipynb 35
 def _records_stage(folder: Path, ranker_evaluations: int, clock: StageClock) -> np.ndarray:
     "Audited unguided runs on the training topologies, written as `folder/proposals.sztpa`; their (N, K) records."
     from szrank.plumbing.progress import progress_bar
@@ -267,7 +267,7 @@ def run_symmetric_stage(out: Path, ranker_evaluations: int = RANKER_EVALUATIONS,
           f"--model {model}", flush=True)
     return 0
 
-# %% ../nbs/szrank/91_demo.ipynb 37
+# %% ../nbs/szrank/91_demo.ipynb 38
 DEMO_STAGES = ("synthetic", "symmetric", "search")   # every stage, in the order they run
 DEFAULT_STAGES = ("synthetic", "symmetric")           # the README's demo: under four minutes on two cores
 SEARCH_SEED = 7                    # the search runs (and so the corpus) are deterministic for this seed
@@ -288,7 +288,7 @@ SPLIT_NAMES = ("train", "validation", "test", "stress")
 SEARCH_TRAINING = dict(batch_size=64, shuffle_records=4096, learning_rate=2e-3, report_epochs=4, threads=1,
                        seed=DEMO_SEED)
 
-# %% ../nbs/szrank/91_demo.ipynb 39
+# %% ../nbs/szrank/91_demo.ipynb 40
 def search_exporter_command() -> list[str]:
     "The real exporter, `szrank export`, as `szrank train --exporter` gets it (the console script of this Python)."
     import shutil
@@ -299,7 +299,7 @@ def search_exporter_command() -> list[str]:
                                 "install the package (pip install -e .) to run the search stage")
     return [script, "export"]
 
-# %% ../nbs/szrank/91_demo.ipynb 41
+# %% ../nbs/szrank/91_demo.ipynb 42
 def search_train_config(out: Path, steps: int = SEARCH_STEPS, device: str = "auto") -> TrainConfig:
     "The training run of the search stage (`out` is the demo's DIR)."
     search = Path(out).resolve() / "search"
@@ -308,7 +308,7 @@ def search_train_config(out: Path, steps: int = SEARCH_STEPS, device: str = "aut
                        snapshot_directory=str(search / "snapshots"), output_directory=str(search / "model"),
                        minimum_gate_records=min(GATE_MINIMUM_RECORDS, steps), device=device, **SEARCH_TRAINING)
 
-# %% ../nbs/szrank/91_demo.ipynb 43
+# %% ../nbs/szrank/91_demo.ipynb 44
 def _fresh_search(archive: Path, runs: int, steps: int, model: Path | None = None) -> list:
     "Seeded searches into an emptied `archive` (the demo's own folder: a re-run writes the same runs again)."
     import shutil
@@ -317,7 +317,7 @@ def _fresh_search(archive: Path, runs: int, steps: int, model: Path | None = Non
     return run_searches(archive, runs, steps, SEARCH_SEED, str(model) if model else None, None,
                         SEARCH_REPLICAS, SEARCH_ITERATIONS, SEARCH_WORKERS)
 
-# %% ../nbs/szrank/91_demo.ipynb 44
+# %% ../nbs/szrank/91_demo.ipynb 45
 def _to_target(uniform: list, guided: list, archives: tuple[Path, Path], target: float) -> list[str]:
     "Lines: the evaluations each policy's runs needed to reach `target` (lower median; never = inf) and the saving."
     from szrank.search.guided import compare_evaluations        # here, not at the top: the replay exporter
@@ -331,7 +331,7 @@ def _to_target(uniform: list, guided: list, archives: tuple[Path, Path], target:
             f"  {'runs reaching it':34s}{sum(map(math.isfinite, reach[0])):>10}{sum(map(math.isfinite, reach[1])):>10}",
             f"  {compare_evaluations(median[0], median[1])}"]
 
-# %% ../nbs/szrank/91_demo.ipynb 47
+# %% ../nbs/szrank/91_demo.ipynb 48
 def compare_policies(uniform: list, guided: list, archives: tuple[Path, Path] | None = None) -> str:
     """The uniform and guided runs side by side: evaluations to the target (the uniform runs' median best,
     from the runs' events in `archives`, uniform then guided), median and mean best C+I, and run by run."""
@@ -348,7 +348,7 @@ def compare_policies(uniform: list, guided: list, archives: tuple[Path, Path] | 
              + ", ".join(f"{a.topology}: {a.best_total}/{b.best_total}" for a, b in zip(uniform, guided))]
     return "\n".join(lines)
 
-# %% ../nbs/szrank/91_demo.ipynb 50
+# %% ../nbs/szrank/91_demo.ipynb 51
 def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STEPS, device: str = "auto",
                      clock: StageClock | None = None) -> int:
     """Uniform search -> `szrank export` -> train -> gate -> publish into `out/search/model` -> guided search.
@@ -387,7 +387,7 @@ def run_search_stage(out: Path, runs: int = SEARCH_RUNS, steps: int = SEARCH_STE
     print(compare_policies(uniform, guided, (archive, search / "guided")), flush=True)
     return status
 
-# %% ../nbs/szrank/91_demo.ipynb 52
+# %% ../nbs/szrank/91_demo.ipynb 53
 def _verdict(stage: str, code: int) -> str:
     "A stage's result in words."
     if stage == "symmetric":
@@ -426,7 +426,7 @@ def run_demo(out: Path = DEFAULT_OUT, labels_shuffled: bool = False, device: str
         return results["search"]
     return results.get("synthetic", results.get("search", results.get("symmetric")))
 
-# %% ../nbs/szrank/91_demo.ipynb 54
+# %% ../nbs/szrank/91_demo.ipynb 55
 def _stages(text: str) -> tuple[str, ...]:
     stages = tuple(part.strip() for part in text.split(",") if part.strip())
     unknown = [stage for stage in stages if stage not in DEMO_STAGES]
@@ -434,7 +434,7 @@ def _stages(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(f"{text!r}: give a comma-separated list of {', '.join(DEMO_STAGES)}")
     return stages
 
-# %% ../nbs/szrank/91_demo.ipynb 56
+# %% ../nbs/szrank/91_demo.ipynb 57
 def demo_command(parser):
     "`szrank demo [--out DIR] [--stages synthetic,symmetric,search] [--shuffle-labels] [--device D] ...`."
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
@@ -459,7 +459,7 @@ def demo_command(parser):
                         args.ranker_evaluations, args.guided_evaluations, args.guided_seeds)
     return run
 
-# %% ../nbs/szrank/91_demo.ipynb 59
+# %% ../nbs/szrank/91_demo.ipynb 60
 #| eval: false
 if __name__ == "__main__":
     if sys.argv[1:2] == ["replay"]:
