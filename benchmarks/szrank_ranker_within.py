@@ -29,9 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from szrank.plumbing.device import run_in_workers
 from szrank.ranker.proposals import PROPOSAL_FEATURES, load_ranker, train_listwise, train_ranker, write_records
-from szrank.search.guided import (COMPARE_SEED, COMPARED, TRAINING, audit_run, compare_guided, format_comparisons,
+from szrank.search.guided import (COMPARE_SEED, COMPARED, TRAINING, audited_runs, compare_guided, format_comparisons,
                                   pick_rates, proposal_corpus, ranking_auc, within_auc)
 
 
@@ -40,9 +39,7 @@ NEAR = np.log(1.1)   #: a member's source cost within 10 % of the population's b
 
 def audited(topologies, evaluations: int, seeds, workers: int) -> tuple[np.ndarray, np.ndarray]:
     "Features (K, N, F) and gains (K, N) of audited runs, one per (topology, seed), concatenated."
-    jobs = [(t, evaluations, s) for t in topologies for s in seeds]
-    found = run_in_workers(audit_run, jobs, workers)
-    return np.concatenate([f for f, _ in found], axis=1), np.concatenate([g for _, g in found], axis=1)
+    return audited_runs([(t, evaluations, s) for t in topologies for s in seeds], workers)
 
 
 def rankers(work: Path, args) -> dict:

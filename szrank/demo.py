@@ -187,15 +187,12 @@ def _check_symmetric_sizes(ranker_evaluations: int, guided_evaluations: int, see
                           f"--guided-evaluations {guided_evaluations} --guided-seeds {seeds}")
 
 
-def check_ranker(model, evaluations: int, workers: int = 1) -> dict:
-    """The ranker on audited unguided runs of `evaluations` on the held-out `COMPARED` topologies (seeds
-    COMPARE_SEED..): members, within-member AUC (None: no member's candidates differ) and pick rates."""
-    from szrank.plumbing.device import run_in_workers
-    from szrank.ranker.proposals import load_ranker
-    from szrank.search.guided import COMPARE_SEED, COMPARED, audit_run, pick_rates, within_auc
-    found = run_in_workers(audit_run, [(t, evaluations, COMPARE_SEED + k) for k, t in enumerate(COMPARED)], workers)
-    features, gains = (np.concatenate([f[i] for f in found], axis=1) for i in (0, 1))
-    scores = load_ranker(model).score(features) if gains.size else np.zeros(gains.shape)
+def check_ranker(ranker, evaluations: int, workers: int = 1) -> dict:
+    """`ranker` (a `ProposalRanker`) on audited unguided runs of `evaluations` on the held-out `COMPARED` topologies
+    (seeds COMPARE_SEED..): members, within-member AUC (None: no member's candidates differ) and pick rates."""
+    from szrank.search.guided import COMPARE_SEED, COMPARED, audited_runs, pick_rates, within_auc
+    features, gains = audited_runs([(t, evaluations, COMPARE_SEED + k) for k, t in enumerate(COMPARED)], workers)
+    scores = ranker.score(features) if gains.size else np.zeros(gains.shape)
     auc = within_auc(scores, gains)
     return {"topologies": list(COMPARED), "members": int(gains.shape[1]), "candidates": int(gains.shape[0]),
             "within_auc": auc if math.isfinite(auc) else None,
@@ -250,10 +247,10 @@ def run_symmetric_stage(out: Path, ranker_evaluations: int = RANKER_EVALUATIONS,
     clock, folder = clock or StageClock(), Path(out) / "symmetric"
     rows = _records_stage(folder, ranker_evaluations, clock)
     with clock.stage("symmetric: train the ranker"):
-        model = train_listwise(rows["features"].swapaxes(0, 1), rows["gain"].T, seed=RANKER_SEED)
-        model = model.save(folder / "ranker.sztpr")
+        ranker = train_listwise(rows["features"].swapaxes(0, 1), rows["gain"].T, seed=RANKER_SEED)
+        model = ranker.save(folder / "ranker.sztpr")
     with clock.stage("symmetric: check the ranker"):
-        check = check_ranker(model, ranker_evaluations, SYMMETRIC_WORKERS)
+        check = check_ranker(ranker, ranker_evaluations, SYMMETRIC_WORKERS)
     print(f"szrank demo [symmetric]: ranker {model}\nszrank demo [symmetric]: {format_check(check)}\n"
           f"szrank demo [symmetric]: guided vs unguided on held-out topologies {', '.join(map(str, COMPARED))}, "
           f"{seeds} seeds each, {guided_evaluations:,} evaluations a run", flush=True)

@@ -20,8 +20,8 @@ from szrank.search.population import CANDIDATES, population_search
 
 # %% auto 0
 __all__ = ['HELD_OUT', 'TRAINING', 'COMPARED', 'COMPARE_SEED', 'REFERENCE_SEED', 'RANDOM_PICK', 'log_run', 'training_jobs',
-           'proposal_corpus', 'ranking_auc', 'audit_run', 'within_auc', 'pick_rates', 'audit_corpus', 'RandomPick',
-           'compared_run', 'reach', 'lower_median', 'Comparison', 'compare_evaluations', 'compare_guided',
+           'proposal_corpus', 'ranking_auc', 'audit_run', 'within_auc', 'pick_rates', 'audited_runs', 'audit_corpus',
+           'RandomPick', 'compared_run', 'reach', 'lower_median', 'Comparison', 'compare_evaluations', 'compare_guided',
            'format_comparisons']
 
 # %% ../../nbs/szrank/search/47_guided.ipynb 4
@@ -120,6 +120,12 @@ def _audited_rows(topology: int, evaluations: int, seed: int) -> np.ndarray:
     "The (N, K) records of one audited unguided run."
     features, gains = audit_run(topology, evaluations, seed)
     return audit_records(topology, features, gains)
+
+
+def audited_runs(jobs, workers: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    "Features (K, N, F) and gains (K, N) of the audited unguided runs `jobs` (topology, evaluations, seed), joined."
+    found = run_in_workers(audit_run, list(jobs), workers)
+    return np.concatenate([f for f, _ in found], axis=1), np.concatenate([g for _, g in found], axis=1)
 
 
 def audit_corpus(evaluations: int, seed: int, topologies=TRAINING, workers: int = 1, progress=None) -> np.ndarray:
