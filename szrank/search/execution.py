@@ -43,14 +43,20 @@ def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None =
                  workers: int | None = None, shard_events: int = DEFAULT_SHARD_EVENTS,
                  show_progress: bool = True, budget: int | None = None, strategy: str = "anneal",
                  scheduler: str | None = None, gate: float = GATE_QUANTILE, start: str | None = None,
-                 sigma: float | None = None) -> list[RunSummary]:
+                 sigma: float | None = None, order: int | None = None) -> list[RunSummary]:
     """`runs` search runs into `archive`, in worker processes or, with `scheduler` (an address, or `local:N`),
     as futures on a Dask cluster; summaries in run order.  `start`: an OBJ of `topology` every population run
-    begins at (refused before any work when unreadable, or with the annealed strategy)."""
+    begins at (refused before any work when unreadable, or with the annealed strategy).  `order`: the symmetric
+    strategy's cyclic symmetry of that order (refused before any work when the topology has none)."""
     from szrank.plumbing.progress import progress_bar
     steps = _plan(strategy, runs, steps, budget, replicas, iterations, gate if model else 0.0, topology, seed)
     if sigma is not None and (strategy == "anneal" or not (math.isfinite(sigma) and sigma > 0)):
         raise OptionError(f"--sigma {sigma}: a positive step noise of the population and symmetric strategies")
+    if order is not None:
+        if strategy != "symmetric" or topology is None:
+            raise OptionError(f"--order {order}: give --strategy symmetric and --topology, whose symmetry it picks")
+        from szrank.geometry.symmetry import symmetry_of
+        symmetry_of(topology, order)                         # no symmetry of that order: one line before any work
     if start is not None:
         from szrank.search.obj import read_configuration
         if strategy == "anneal":
@@ -72,7 +78,7 @@ def run_searches(archive: Path, runs: int, steps: int | None, seed: int | None =
     workers = max(1, min(runs, workers or os.cpu_count() or 1))
     unit, total = ("evaluation", runs * budget) if strategy != "anneal" else ("step", runs * steps)
     tasks = [SearchTask(str(archive), i, strategy, topology, seed, steps, budget, model, gate, replicas, iterations,
-                        shard_events, None if start is None else str(start), sigma) for i in range(runs)]
+                        shard_events, None if start is None else str(start), sigma, order) for i in range(runs)]
     with contextlib.ExitStack() as stack:
         client = cluster_client(scheduler, stack) if scheduler else None      # refused before any output
         Path(archive).mkdir(parents=True, exist_ok=True)
@@ -195,6 +201,9 @@ def search_command(parser: argparse.ArgumentParser):
     parser.add_argument("--sigma", type=float, metavar="S",
                         help="population, symmetric: noise of each step on the unit-scale parameters (default 0.5, "
                              "the public solver's; 0.1 refines a --start more finely)")
+    parser.add_argument("--order", type=int, metavar="K",
+                        help="symmetric: impose the topology's cyclic symmetry of order K instead of its largest "
+                             "(2 on the S4 topologies #7, #38, #43, #50, #56, #59: twice the parameters; default the largest)")
     parser.add_argument("--seed", type=int, help="make the runs reproducible (run i depends on the seed and i; "
                         "default: fresh randomness)")
     parser.add_argument("--topology", type=int, help="search this topology (0..58) in every run; default random per run")
@@ -219,7 +228,7 @@ def search_command(parser: argparse.ArgumentParser):
         summaries = run_searches(args.archive, args.runs, args.steps, args.seed, args.model, args.topology,
                                  args.replicas, args.iterations, args.workers, budget=args.evaluations,
                                  strategy=args.strategy, scheduler=args.scheduler, gate=args.gate, start=args.start,
-                                 sigma=args.sigma)
+                                 sigma=args.sigma, order=args.order)
         print(format_summaries(summaries), flush=True)
         for s in summaries:
             print(f"best C+I {s.best_total} after {s.best_evaluations} evaluations", flush=True)

@@ -206,6 +206,8 @@ def run_found(archive: Path, meta: dict, cpu_seconds: float | None = None) -> di
                f"--topology {meta['topology']} --evaluations {meta.get('budget')} --seed {meta.get('seed')}")
     if meta.get("sigma") is not None:
         command += f" --sigma {meta['sigma']}"
+    if meta.get("order") is not None:
+        command += f" --order {meta['order']}"
     if meta.get("start"):
         command += f" --start {Path(meta['start']).name}"
     if meta.get("run_index", 0):

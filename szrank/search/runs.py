@@ -244,7 +244,7 @@ def evaluations_to_reach(curve: tuple[np.ndarray, np.ndarray], target: float) ->
 # %% ../../nbs/szrank/search/44_runs.ipynb 27
 def run_population(archive: Path, topology: int | None, budget: int, seed: int | None = None, run_index: int = 0,
                    progress=None, symmetric: bool = False, model: str | None = None,
-                   start: str | None = None, sigma: float | None = None) -> RunSummary:
+                   start: str | None = None, sigma: float | None = None, order: int | None = None) -> RunSummary:
     """One population-strategy run (`szrank.search.population`; with `symmetric`, on the planes of the topology's
     largest cyclic symmetry, `szrank.geometry.symmetry`): its run folder in `archive` holds the metadata and `best.obj`,
     and no proposal events (it makes no single-plane moves for the ranker to learn).  With `model` (an SZTPR001
@@ -252,7 +252,9 @@ def run_population(archive: Path, topology: int | None, budget: int, seed: int |
     `szrank.search.population.CANDIDATES` candidates is counted.  With `start` (an OBJ file of this topology, as
     `szrank obj` writes and the records hold) every (re)start begins at that shape; its path and sha256 are kept
     in the run's metadata.  `sigma`: the noise of each step (default `szrank.search.population.SIGMA`, the
-    public solver's; a smaller one refines a start more finely)."""
+    public solver's; a smaller one refines a start more finely).  `order`: with `symmetric`, the topology's cyclic
+    symmetry of that order instead of its largest (`symmetry_of`): on the S4 topologies the C2 inside their S4 leaves
+    the search twice the parameters."""
     from szrank.search.obj import write_obj
     from szrank.search.population import SIGMA, population_search
     from szrank.geometry.symmetry import symmetry_of
@@ -264,7 +266,9 @@ def run_population(archive: Path, topology: int | None, budget: int, seed: int |
     rng, run_id = run_stream(seed, run_index, strategy)
     if topology is None:
         topology = int(rng.integers(TOPOLOGY_COUNT))
-    symmetry = symmetry_of(topology) if symmetric else None
+    if order is not None and not symmetric:
+        raise OptionError(f"--order {order}: only the symmetric strategy imposes a symmetry")
+    symmetry = symmetry_of(topology, order) if symmetric else None
     ranker = load_ranker(model) if model else None
     metadata = dict(topology=topology, seed=seed, run_index=run_index, strategy=strategy, budget=budget)
     planes, sigma = None, SIGMA if sigma is None else float(sigma)
@@ -279,6 +283,8 @@ def run_population(archive: Path, topology: int | None, budget: int, seed: int |
         metadata.update(model=str(model))
     if symmetry is not None:
         metadata.update(symmetry=symmetry.name, symmetry_permutation=list(symmetry.permutation))
+    if order is not None:
+        metadata.update(order=int(order))
     with RunWriter(Path(archive), run_id, metadata) as writer:        # the run's folder first: claimed, or refused
         result = population_search(topology, budget, int(rng.integers(2 ** 63)), progress=progress,
                                    symmetry=symmetry, ranker=ranker, start=planes, sigma=sigma)
@@ -289,7 +295,7 @@ def run_population(archive: Path, topology: int | None, budget: int, seed: int |
                       result.evaluations, int(result.best_total == 0), result.seconds, result.best_evaluations,
                       strategy)
 
-# %% ../../nbs/szrank/search/44_runs.ipynb 30
+# %% ../../nbs/szrank/search/44_runs.ipynb 31
 @dataclasses.dataclass(frozen=True)
 class SearchTask:
     "One run of `szrank search`: where it goes, what it searches, and how (see `run_search`, `run_population`)."
@@ -307,6 +313,7 @@ class SearchTask:
     shard_events: int = DEFAULT_SHARD_EVENTS
     start: str | None = None              # population strategies: an OBJ every (re)start begins at
     sigma: float | None = None            # population strategies: step noise (None: the public solver's)
+    order: int | None = None              # symmetric: the cyclic symmetry's order (None: the topology's largest)
 
 
 def run_task(task: SearchTask, progress=None) -> dict:
@@ -314,7 +321,8 @@ def run_task(task: SearchTask, progress=None) -> dict:
     if task.strategy != "anneal":
         return dataclasses.asdict(run_population(Path(task.archive), task.topology, task.budget, task.seed,
                                                  task.run_index, progress, symmetric=task.strategy == "symmetric",
-                                                 model=task.model, start=task.start, sigma=task.sigma))
+                                                 model=task.model, start=task.start, sigma=task.sigma,
+                                                 order=task.order))
     policy = RankerPolicy(task.model, gate=task.gate) if task.model else UniformPolicy()
     return dataclasses.asdict(run_search(Path(task.archive), task.topology, task.steps, task.seed, task.run_index,
                                          policy, task.replicas, task.iterations, task.shard_events, progress,
