@@ -3,7 +3,7 @@
 Two kinds of search, both through the `szrank` command line (so every record keeps the command that repeats it):
 
 1. sweep   topologies with a symmetry (C2, C3, S4): `szrank search --strategy symmetric --runs R --evaluations E`
-           (default 60 runs of 30,000 evaluations).  Many short runs: the restart ladder and the random first
+           (default 60 runs of 30,000 evaluations; --order 2: the C2 inside an S4 or beside a C3).  Many short runs: the restart ladder and the random first
            draws matter more than a long run (on #5, 1 run in 60 reached C+I 2 within 30,000 evaluations).
 2. refine  every topology: `szrank search --strategy population --start OBJ --sigma 0.1 --evaluations 1e6`, OBJ being
            the topology's record or, where it counts fewer, the public solver's best sound saved configuration in
@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from szrank.geometry.symmetry import symmetry_of
+from szrank.geometry.symmetry import automorphisms, permutation_order, symmetry_of
 from szrank.geometry.topology import TOPOLOGY_COUNT
 from szrank.search.records import RECORDS_DIR, degeneracy, measure, read_table
 
@@ -65,6 +65,8 @@ def search(work: Path, records: Path, topology: int, kind: str, seed: int, args)
     shutil.rmtree(archive, ignore_errors=True)
     if kind == "sweep":
         flags = ["--strategy", "symmetric", "--runs", args.runs, "--evaluations", args.sweep_evaluations]
+        if args.order is not None:
+            flags += ["--order", args.order]
     else:
         flags = ["--strategy", "population", "--start", start_of(records, topology), "--sigma", args.sigma,
                  "--evaluations", args.refine_evaluations]
@@ -94,6 +96,8 @@ def main(argv=None) -> int:
     parser.add_argument("--kinds", default="sweep,refine", help="sweep, refine or both (default both)")
     parser.add_argument("--seeds", default="100", help="comma-separated seeds, one search per seed and kind")
     parser.add_argument("--runs", type=int, default=60, help="sweep: runs per search (default 60)")
+    parser.add_argument("--order", type=int, help="sweep: the cyclic symmetry's order (default each topology's largest; "
+                                                   "2: the C2 inside an S4 or beside a C3)")
     parser.add_argument("--sweep-evaluations", type=int, default=30_000, help="sweep: evaluations per run")
     parser.add_argument("--refine-evaluations", type=int, default=1_000_000, help="refine: evaluations")
     parser.add_argument("--sigma", type=float, default=0.1, help="refine: step noise (default 0.1)")
@@ -106,8 +110,9 @@ def main(argv=None) -> int:
     for seed in (int(s) for s in args.seeds.split(",")):
         for kind in args.kinds.split(","):
             for topology in topologies:
-                if kind == "sweep" and symmetry_of(topology).name == "C1":
-                    continue                                   # no symmetry: the sweep is the plain search
+                if kind == "sweep" and (symmetry_of(topology).name == "C1" or args.order is not None and not any(
+                        permutation_order(a) == args.order for a in automorphisms(topology))):
+                    continue                                   # no (such) symmetry: the sweep is the plain search
                 print(search(args.work, args.records_out, topology, kind, seed, args), flush=True)
     print(f"median best C+I over the table: {before} before, {median_total(args.records_out)} after "
           f"(goal <= 8; the public solver's saved bests: 8)")
