@@ -187,7 +187,7 @@ def search_command(parser: argparse.ArgumentParser):
     parser.add_argument("--strategy", choices=STRATEGIES, default="anneal",
                         help="anneal: single-plane moves, every proposal logged (default); population: the public "
                              "solver's optimiser, best configuration saved as best.obj; symmetric: the same on "
-                             "configurations with the topology's largest cyclic symmetry (S4 on #38, #43, #59)")
+                             "configurations with the topology's largest cyclic symmetry (S4 on #7, #38, #43, #50, #56, #59)")
     parser.add_argument("--model", help="anneal: SZTRNK01 model (e.g. current.sztf), a ranker-guided logging policy; population, "
                              "symmetric: SZTPR001 proposal ranker, each member counts its best-ranked of 4 "
                              "candidates; default unguided")

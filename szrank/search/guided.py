@@ -133,7 +133,7 @@ def audit_corpus(evaluations: int, seed: int, topologies=TRAINING, workers: int 
     jobs = training_jobs(topologies, evaluations, seed)
     return np.concatenate(run_in_workers(_audited_rows, jobs, workers, _counted(progress)))
 
-# %% ../../nbs/szrank/search/47_guided.ipynb 22
+# %% ../../nbs/szrank/search/47_guided.ipynb 23
 class RandomPick:
     "The control ranker: scores drawn at random, so a guided step counts one of its candidates at random."
 
@@ -172,7 +172,7 @@ def lower_median(values) -> float:
     values = sorted(values)
     return float(values[(len(values) - 1) // 2])
 
-# %% ../../nbs/szrank/search/47_guided.ipynb 25
+# %% ../../nbs/szrank/search/47_guided.ipynb 26
 @dataclass(frozen=True)
 class Comparison:
     "Guided against unguided on one topology: evaluations to the target (lower median over seeds) and more."
@@ -217,7 +217,7 @@ def compare_evaluations(uniform: float, guided: float) -> str:
     change = guided / uniform - 1
     return f"guided needed {abs(change):.0%} {'more' if change > 0 else 'fewer'} evaluations than uniform"
 
-# %% ../../nbs/szrank/search/47_guided.ipynb 27
+# %% ../../nbs/szrank/search/47_guided.ipynb 28
 def _comparison(topology: int, runs: dict) -> Comparison:
     "A topology's `Comparison` from its runs' histories, {'reference': [...], 'unguided': [...], 'guided': [...]}."
     target = float(np.median([h[-1][1] for h in runs["reference"]]))
@@ -262,7 +262,7 @@ def compare_guided(model, evaluations: int, seeds: int, topologies=COMPARED, wor
     pairs = np.concatenate(scored, axis=1)
     return comparisons, ranking_auc(pairs[0], pairs[1] > 0)
 
-# %% ../../nbs/szrank/search/47_guided.ipynb 30
+# %% ../../nbs/szrank/search/47_guided.ipynb 31
 def _percent(saving: float) -> str:
     "A saving as the table shows it: a percentage, 'never' (the mode never reached the target) or '-' (undefined)."
     if math.isnan(saving):
