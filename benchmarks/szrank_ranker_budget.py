@@ -26,7 +26,7 @@ import numpy as np
 
 from szrank.geometry.symmetry import symmetry_of
 from szrank.plumbing.device import run_in_workers
-from szrank.search.guided import COMPARE_SEED, HELD_OUT, REFERENCE_SEED, lower_median, reach
+from szrank.search.guided import COMPARE_SEED, HELD_OUT, REFERENCE_SEED, compare_runs
 from szrank.search.population import CANDIDATES, population_search
 
 GOAL_SAVING = 0.30
@@ -76,16 +76,15 @@ def main() -> int:
     rows, ratios = [], {f: [] for f in lifts}
     for t in topologies:
         runs = {mode: [next(histories) for _ in range(args.seeds)] for mode in modes}
-        target = float(np.median([h[-1][1] for h in runs["reference"]]))
-        unguided = lower_median(reach(h, target) for h in runs["unguided"])
-        row = f"  {t:>8} {symmetry_of(t).name:>4} {target:>6g} | {unguided:>9,.0f}" if math.isfinite(unguided) else \
-            f"  {t:>8} {symmetry_of(t).name:>4} {target:>6g} | {'never':>9}"
-        for f in lifts:
-            guided = lower_median(reach(h, target) for h in runs[f"lift {f:g}"])
-            ratio = guided / unguided if math.isfinite(unguided) and unguided > 0 else math.nan
-            if not math.isnan(ratio):
-                ratios[f].append(ratio)
-            row += f" | {('never' if math.isinf(ratio) else '-' if math.isnan(ratio) else f'{1 - ratio:+.0%}'):>9}"
+        compared = [compare_runs(t, {"reference": runs["reference"], "unguided": runs["unguided"],
+                                     "guided": runs[f"lift {f:g}"]}) for f in lifts]
+        first = compared[0]
+        row = f"  {t:>8} {first.symmetry:>4} {first.target:>6g} | " + \
+            (f"{first.unguided:>9,.0f}" if math.isfinite(first.unguided) else f"{'never':>9}")
+        for f, c in zip(lifts, compared):
+            if not math.isnan(c.saving):                  # the unguided runs reached the target
+                ratios[f].append(c.guided / c.unguided)
+            row += f" | {('never' if math.isinf(c.saving) else '-' if math.isnan(c.saving) else f'{c.saving:+.0%}'):>9}"
         rows.append(row)
     print(f"the symmetric search guided by an oracle of the best of {args.candidates} candidates, mixed with chance; "
           f"{len(topologies)} held-out topologies, {args.seeds} seeds, {args.evaluations:,} evaluations a run; "

@@ -27,8 +27,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from szrank.geometry.symmetry import automorphisms, permutation_order, symmetry_of
+from szrank.geometry.symmetry import symmetry_of
 from szrank.geometry.topology import TOPOLOGY_COUNT
+from szrank.plumbing.errors import OptionError
 from szrank.search.records import RECORDS_DIR, degeneracy, measure, read_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,6 +84,14 @@ def search(work: Path, records: Path, topology: int, kind: str, seed: int, args)
             f"cpu {cpu:6.0f} s  " + ("; ".join(line.rsplit(": ", 1)[-1] for line in said) or "no record"))
 
 
+def has_symmetry(topology: int, order: int | None) -> bool:
+    "Whether `topology` has a cyclic symmetry other than the identity (of `order`, when given): what a sweep needs."
+    try:
+        return symmetry_of(topology, order).order > 1
+    except OptionError:                                  # no symmetry of that order
+        return False
+
+
 def median_total(records: Path) -> float:
     return statistics.median(r["total"] for r in read_table(records).values())
 
@@ -110,8 +119,7 @@ def main(argv=None) -> int:
     for seed in (int(s) for s in args.seeds.split(",")):
         for kind in args.kinds.split(","):
             for topology in topologies:
-                if kind == "sweep" and (symmetry_of(topology).name == "C1" or args.order is not None and not any(
-                        permutation_order(a) == args.order for a in automorphisms(topology))):
+                if kind == "sweep" and not has_symmetry(topology, args.order):
                     continue                                   # no (such) symmetry: the sweep is the plain search
                 print(search(args.work, args.records_out, topology, kind, seed, args), flush=True)
     print(f"median best C+I over the table: {before} before, {median_total(args.records_out)} after "

@@ -88,7 +88,8 @@ def pretrain(out=DEFAULT_OUT, steps: int = PRETRAIN_STEPS, to=None, device: str 
     curve = validation_curve(run_dir / "history.jsonl")
     share = "own" if partial_share is None else f"{partial_share:g}"
     record = {"command": f"suvi-fill pretrain --out {out} --steps {int(steps)} --partial-share {share}",
-              "version": suvi_fill.__version__, "settings": settings, "net": net_config(config), "status": int(status), "steps": curve[-1][0] if curve else 0,
+              "version": suvi_fill.__version__, "settings": settings, "net": net_config(config), "status": int(status),
+              "steps": curve[-1][0] if curve else 0,
               "validation": curve, "untrained_psnr": curve[0][1] if curve else None,
               "best_psnr": max((r[1] for r in curve), default=None),
               "corpus": {"manifest": corpus.digest, "simulator": simulator_digest(), "days": demo.DEMO_DAYS,

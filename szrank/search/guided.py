@@ -21,8 +21,8 @@ from szrank.search.population import CANDIDATES, population_search
 # %% auto 0
 __all__ = ['HELD_OUT', 'TRAINING', 'COMPARED', 'COMPARE_SEED', 'REFERENCE_SEED', 'RANDOM_PICK', 'log_run', 'training_jobs',
            'proposal_corpus', 'ranking_auc', 'audit_run', 'within_auc', 'pick_rates', 'audited_runs', 'audit_corpus',
-           'RandomPick', 'compared_run', 'reach', 'lower_median', 'Comparison', 'compare_evaluations', 'compare_guided',
-           'format_comparisons']
+           'RandomPick', 'compared_run', 'reach', 'lower_median', 'Comparison', 'compare_evaluations', 'compare_runs',
+           'compare_guided', 'format_comparisons']
 
 # %% ../../nbs/szrank/search/47_guided.ipynb 4
 HELD_OUT = tuple(t for t in range(TOPOLOGY_COUNT) if t % 3 == 2)   #: 19 topologies never trained on
@@ -218,7 +218,7 @@ def compare_evaluations(uniform: float, guided: float) -> str:
     return f"guided needed {abs(change):.0%} {'more' if change > 0 else 'fewer'} evaluations than uniform"
 
 # %% ../../nbs/szrank/search/47_guided.ipynb 28
-def _comparison(topology: int, runs: dict) -> Comparison:
+def compare_runs(topology: int, runs: dict) -> Comparison:
     "A topology's `Comparison` from its runs' histories, {'reference': [...], 'unguided': [...], 'guided': [...]}."
     target = float(np.median([h[-1][1] for h in runs["reference"]]))
     figures = {"control": (math.nan, 0, math.nan)}
@@ -258,7 +258,7 @@ def compare_guided(model, evaluations: int, seeds: int, topologies=COMPARED, wor
             found = [next(results) for _ in range(seeds)]
             runs[mode] = [history for history, _ in found]
             scored += [pairs for _, pairs in found if pairs is not None]
-        comparisons.append(_comparison(t, runs))
+        comparisons.append(compare_runs(t, runs))
     pairs = np.concatenate(scored, axis=1)
     return comparisons, ranking_auc(pairs[0], pairs[1] > 0)
 
