@@ -45,7 +45,8 @@ setuptools.setup(
     package_data={"szrank": ["data/*", "records/*"], "suvi_fill": ["resources/*", "resources/pretrained/*"]},
     install_requires=requirements,
     extras_require={
-        "suvi_fill": suvi_fill_requirements,               # szrank needs only `requirements`
+        "suvi-fill": suvi_fill_requirements,               # szrank needs only `requirements`; the name as
+                                                          # metadata normalises it (PEP 685), so pip 23.2 finds it
         "sunpy": suvi_fill_requirements + sunpy_requirements,
         "cluster": cluster_requirements,                   # Dask for --scheduler (szrank search)
         "docs": docs_requirements,

@@ -137,7 +137,7 @@ def test_version_prints_what_a_bug_report_needs(package, prog):
 def test_readme_says_how_to_install_and_where_data_comes_from():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "pip install suvi-szrank" not in readme and "suvi-szrank[" not in readme
-    for needed in ('pip install .', 'pip install ".[suvi_fill]"', "pip wheel --no-deps -w dist .",
+    for needed in ('pip install .', 'pip install ".[suvi-fill]"', "pip wheel --no-deps -w dist .",
                    "https://data.ngdc.noaa.gov/platforms/solar-space-observing-satellites/goes/goes16/l2/data/",
                    "suvi-fill build --source", "suvi-fill train --shards", "suvi-fill fill --source", "exit codes",
                    "--quiet", "--traceback"):
@@ -151,7 +151,7 @@ def test_readme_says_how_to_install_and_where_data_comes_from():
 
 def test_quickstart_demo_installs_only_the_suvi_fill_extra():
     script = (ROOT / ".ci" / "quickstart").read_text(encoding="utf-8")
-    assert "extras=suvi_fill; [ \"$action\" = demo ] || extras=dev,sunpy" in script
+    assert "extras=suvi-fill; [ \"$action\" = demo ] || extras=dev,sunpy" in script
     assert '-e ".[$extras]"' in script and "[dev,sunpy]\"" not in script
 
 

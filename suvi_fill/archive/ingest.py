@@ -304,7 +304,7 @@ def dask_client(scheduler: str):
         import distributed
     except ImportError:
         raise OptionError(f"--scheduler {scheduler}: needs dask.distributed, which the suvi_fill extra brings "
-                          "(pip install 'dask[distributed]', or '.[suvi_fill]' in a checkout)") from None
+                          "(pip install 'dask[distributed]', or '.[suvi-fill]' in a checkout)") from None
     if kind == "local":
         cluster = distributed.LocalCluster(n_workers=value, threads_per_worker=1, processes=True,
                                            dashboard_address=None, silence_logs=logging.ERROR)
