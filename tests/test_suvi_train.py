@@ -410,12 +410,15 @@ def test_two_process_ddp_trains_logs_once_and_resumes(corpus, tmp_path):
     common = [torchrun, "--standalone", "--nproc_per_node=2", "-m", "suvi_fill.train.loop",
               "--shards", str(corpus), "--manifest", str(corpus / "manifest.json"), "--out", str(out),
               *TINY, "--eval-every", "2", "--steps-per-epoch", "100"]
-    result = run(common + ["--max-steps", "4"], env=ENV, cwd=ROOT, timeout=300)
+    scratch = tmp_path / "tmp"                   # torchelastic's rendezvous folders, removed with the test's
+    scratch.mkdir()
+    env = {**ENV, "TMPDIR": str(scratch)}
+    result = run(common + ["--max-steps", "4"], env=env, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 processes" in result.stdout
     assert [r["step"] for r in history(out)] == [0, 2, 4]        # rank 0 alone logs
     assert result.stdout.count("[untrained]") == 1
-    result = run(common + ["--max-steps", "6", "--resume", str(out / "last.pt")], env=ENV, cwd=ROOT, timeout=300)
+    result = run(common + ["--max-steps", "6", "--resume", str(out / "last.pt")], env=env, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "resumed from" in result.stdout
     assert history(out)[-1]["step"] == 6 and state(out / "last.pt")["step"] == 6

@@ -53,7 +53,7 @@ def costs(x: np.ndarray, L) -> np.ndarray:
     rows = count_totals(normals, offsets, L)
     return np.where(rows[:, 2] == 0, rows[:, 0] + rows[:, 1], INFEASIBLE).astype(np.float64)
 
-# %% ../../nbs/szrank/search/42_population.ipynb 9
+# %% ../../nbs/szrank/search/42_population.ipynb 10
 def start_parameters(normals, offsets, symmetry=None) -> np.ndarray:
     """The search parameters of planes (12, 3)/(12,): x = n d per face, scaled to unit RMS (the scale of the
     random draws).  With `symmetry`, its reduced parameters closest to them (least squares: the symmetric
@@ -77,14 +77,14 @@ def _sound(x, symmetry, topology: int) -> bool:
     n, d = planes_from_x(symmetry.expand(x) if symmetry is not None else x)
     return bool((public_quality(n, d, topology)[0] < DEGENERATE_QUALITY).all())
 
-# %% ../../nbs/szrank/search/42_population.ipynb 11
+# %% ../../nbs/szrank/search/42_population.ipynb 12
 def _should_restart(best: float, iteration: int, unit: int) -> bool:
     "The published restart ladder."
     if iteration > LAST_RESTART * unit:
         return True
     return any(best > bound and iteration > k * unit for bound, k in RESTART_LADDER)
 
-# %% ../../nbs/szrank/search/42_population.ipynb 13
+# %% ../../nbs/szrank/search/42_population.ipynb 14
 class _Population:
     """One (re)start's members and costs; `watched` members also carry their per-face defects and last accepted
     step (what `szrank.ranker.proposals.proposal_features` reads)."""
@@ -142,7 +142,7 @@ class _Population:
         self.x[accept], self.cost[accept] = proposal[accept], cost[accept]
         return clusters
 
-# %% ../../nbs/szrank/search/42_population.ipynb 16
+# %% ../../nbs/szrank/search/42_population.ipynb 17
 @dataclasses.dataclass
 class PopulationResult:
     "What one population run found: the best configuration, when, and the curve of new bests."
