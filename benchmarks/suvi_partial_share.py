@@ -84,8 +84,14 @@ def main() -> int:
     args = parser.parse_args()
     if "crossband" not in args.classical.split(","):
         parser.error("--classical must include crossband: the margins and the plot are drawn against it")
-    args.work.mkdir(parents=True, exist_ok=True)
     start = args.start or shipped.shipped_checkpoint()
+    pretrained = [item.split("=", 1) for item in args.pretrained.split(",") if item]
+    if any(len(item) != 2 for item in pretrained):
+        parser.error(f"--pretrained {args.pretrained}: give LABEL=CHECKPOINT pairs, comma-separated")
+    for name, path in [("--start", start)] + [(f"--pretrained {label}", path) for label, path in pretrained]:
+        if path is None or not Path(path).is_file():
+            parser.error(f"{name} {path}: no such checkpoint file")
+    args.work.mkdir(parents=True, exist_ok=True)
     begun = checkpoint.read(start).step
     corpus = Corpus.open(args.shards)
     trace = availability.Availability.load(args.shards / availability.AVAILABILITY)
@@ -100,7 +106,7 @@ def main() -> int:
     fillers["start"] = bench.bench_filler("learned", checkpoint=start)
     for label, (last, _) in runs.items():
         fillers[f"share {label}"] = bench.bench_filler("learned", checkpoint=last)
-    for label, path in (item.split("=", 1) for item in args.pretrained.split(",") if item):
+    for label, path in pretrained:
         fillers[f"pretrained {label}"] = bench.bench_filler("learned", checkpoint=Path(path))
     result = bench.run_bench(args.shards, corpus, trace, fillers, demo.DEMO_GAPS, args.samples, progress=False,
                              partial_count=args.samples)
