@@ -133,3 +133,38 @@ def test_install_hooks_work_in_a_checkout(tmp_path):
     assert "nbdev-merge" in (copy / ".gitconfig").read_text()
     assert "merge=nbdev-merge" in (copy / ".gitattributes").read_text()
     assert "nbdev_clean_jupyter" in (tmp_path / ".jupyter" / "jupyter_server_config.py").read_text()
+
+
+SCRATCH_FIRST = 'tempfile.tempdir = tempfile.mkdtemp(prefix="nbs-")'
+SCRATCH_LAST = "shutil.rmtree(_nbs_scratch)"
+
+
+def makes_temporary_folders(cells) -> bool:
+    text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    return "mkdtemp(" in text.replace(SCRATCH_FIRST, "") or "= tempfile.TemporaryDirectory(" in text
+
+
+def test_notebooks_that_make_temporary_folders_remove_them():
+    "Each such notebook points tempfile at one scratch folder before its examples and removes it in its last cell."
+    missing = []
+    for notebook in sorted((ROOT / "nbs").rglob("*.ipynb")):
+        cells = [c for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code"]
+        if not makes_temporary_folders(cells):
+            continue
+        first = next(i for i, c in enumerate(cells) if SCRATCH_FIRST in "".join(c["source"]) or
+                     "mkdtemp(" in "".join(c["source"]) or "TemporaryDirectory(" in "".join(c["source"]))
+        if SCRATCH_FIRST not in "".join(cells[first]["source"]) or SCRATCH_LAST not in "".join(cells[-1]["source"]):
+            missing.append(str(notebook.relative_to(ROOT)))
+    assert not missing, f"notebooks that leave temporary folders behind (see nbs/szrank/plumbing/07_lock.ipynb): {missing}"
+
+
+def test_running_notebooks_leaves_the_temporary_folder_as_it_was(tmp_path):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    notebooks = ["nbs/szrank/plumbing/07_lock.ipynb", "nbs/suvi_fill/corpus/40_shards.ipynb",
+                 "nbs/suvi_fill/model/54_shipped.ipynb"]
+    for notebook in notebooks:
+        result = run([tool("nbdev_test"), "--path", notebook, "--n_workers", "0"], cwd=ROOT,
+                     env={"TMPDIR": str(scratch)}, timeout=600)
+        assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(p.name for p in scratch.iterdir()) == []
