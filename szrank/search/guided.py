@@ -237,7 +237,8 @@ def compare_guided(model, evaluations: int, seeds: int, topologies=COMPARED, wor
                    candidates: int = CANDIDATES, progress=None, control: bool = True) -> tuple[list[Comparison], float]:
     """Unguided and `model`-guided symmetric runs of `evaluations` on each held-out topology, seeds
     COMPARE_SEED.. (+`seeds`), against the target that unguided reference runs (seeds REFERENCE_SEED..) set;
-    the comparisons and the ranker's AUC on the first unguided run's proposals of every topology.
+    the comparisons and the ranker's AUC on the first unguided run's proposals of every topology, pooled over
+    members (a guided step compares one member's candidates only: `szrank_ranker_within.py` measures that).
     With `control`, the same seeds again with `RANDOM_PICK`: what the measure shows for a ranker that
     knows nothing.  `progress()` is called after each run (3 or 4 x `seeds` a topology)."""
     trained = sorted(set(topologies) - set(HELD_OUT))
