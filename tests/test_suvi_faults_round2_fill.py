@@ -203,28 +203,40 @@ def _block_signals():
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
 
 
-@pytest.mark.parametrize("sent, status, blocked", [(signal.SIGTERM, 143, False), (signal.SIGINT, 130, False),
-                                                   (signal.SIGTERM, 143, True), (signal.SIGINT, 130, True)],
-                         ids=["SIGTERM", "SIGINT", "SIGTERM-inherited-blocked", "SIGINT-inherited-blocked"])
-def test_a_fill_stopped_by_a_signal_leaves_no_output(archive, tmp_path, sent, status, blocked):
-    out = tmp_path / "out"
+def _fill_stopped_by(archive, out, sent, blocked) -> tuple[int, str]:
+    "Start a fill into `out`, hold it (SIGSTOP) once its corpus directory appears, send `sent`, let it go on."
     command = [tool("suvi-fill"), "fill", "--quiet", "--source", str(archive), "--out", str(out), "--filler", "linear"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=dict(os.environ, PYTHONWARNINGS="ignore"),
                                preexec_fn=_block_signals if blocked else None)
     deadline = time.monotonic() + 120
     while not (out / ".fill-corpus").exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    # The fill ends about a second after its corpus directory appears: on a loaded machine the signal could
-    # arrive after it had finished.  Stopping it first (SIGSTOP cannot be caught) holds it at this point; the
-    # signal is then pending when it continues, whatever the machine's load.
+        time.sleep(0.01)
+    # Stopping it first (SIGSTOP cannot be caught) holds it at this point; the signal is then pending when it
+    # continues, whatever the machine's load.
     os.kill(process.pid, signal.SIGSTOP)
     assert process.poll() is None, "the fill ended before it could be stopped"
     os.kill(process.pid, sent)
     os.kill(process.pid, signal.SIGCONT)
     _, stderr = process.communicate(timeout=120)
+    return process.returncode, stderr
+
+
+@pytest.mark.parametrize("sent, status, blocked", [(signal.SIGTERM, 143, False), (signal.SIGINT, 130, False),
+                                                   (signal.SIGTERM, 143, True), (signal.SIGINT, 130, True)],
+                         ids=["SIGTERM", "SIGINT", "SIGTERM-inherited-blocked", "SIGINT-inherited-blocked"])
+def test_a_fill_stopped_by_a_signal_leaves_no_output(archive, tmp_path, sent, status, blocked):
+    # The fill ends about a second after its corpus directory appears.  On a loaded machine this test can be
+    # descheduled for that second, and the fill has then written everything and is exiting when it is held:
+    # a complete output and exit 0, which is right for a fill that finished.  Such a try says nothing about
+    # the signal, so it is made again (a fill that ignored the signal would finish every time).
+    for attempt in range(3):
+        out = tmp_path / f"out{attempt}"
+        returncode, stderr = _fill_stopped_by(archive, out, sent, blocked)
+        if not (returncode == 0 and (out / "fill_report.json").exists()):
+            break
     mask = sorted(signal.Signals(n).name for n in signal.pthread_sigmask(signal.SIG_BLOCK, []))
-    assert process.returncode == status, f"{stderr!r}; this test's own blocked signals: {mask}"
+    assert returncode == status, f"{stderr!r}; this test's own blocked signals: {mask}; tries: {attempt + 1}"
     assert "Traceback" not in stderr
     assert not out.exists() or sorted(p.name for p in out.iterdir()) == [], sorted(p.name for p in out.iterdir())
 
