@@ -35,7 +35,7 @@ def defect_depth(x: np.ndarray, L) -> np.ndarray:
     "D (B,): the summed depth of the crossings and intersections of configurations x (B, 36), strict rule."
     normals, offsets = population.planes_from_x(x)
     offsets = offsets / np.sqrt(np.mean(offsets * offsets, axis=-1))[:, None]
-    vertices, _, _ = defects._dual(normals, offsets, L.triangles)
+    vertices, _, _ = defects.dual_vertices(normals, offsets, L.triangles)
     S = defects.signed_distances(vertices, normals, offsets, L)
     index, B = defects._flat_indices(L), S.shape[0]
     flat = S.reshape(B, -1)
